@@ -1,0 +1,160 @@
+"""The guard every query passes before an engine sees it: read-only, and SERVICE only to allowed endpoints.
+
+It works on tokens (comments, strings and IRIs removed), not on a full parse, so that it cannot be
+fooled by comments, odd casing or prefixes, and so that it refuses even text no parser accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+QueryForm = Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
+
+UPDATE_KEYWORDS = frozenset(
+    {"INSERT", "DELETE", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY", "WITH"}
+)
+_FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
+
+# Order matters: long strings before short ones, comments only outside strings and IRIs.
+_TOKEN = re.compile(
+    r'''(?P<lstring>"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^'\\]|\\.|'(?!''))*\'\'\')'''
+    r"""|(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+    r"""|(?P<iri><[^<>"{}|^`\\\s]*>)"""
+    r"|(?P<comment>\#[^\n]*)"
+    r"|(?P<var>[?$][A-Za-z0-9_\u00b7-\uffff]+)"
+    r"|(?P<pname>(?:[A-Za-z][\w\-.]*)?:(?:[\w\-.:%]|\\.)*)"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<other>\S)",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    """One lexical token: kind is lstring/string/iri/var/pname/word/other."""
+
+    kind: str
+    text: str
+    pos: int
+
+
+class Refused(Exception):
+    """A query the guard will not let through; the message says why, in one line."""
+
+
+def tokens(query: str) -> list[Token]:
+    """Lexical tokens of a SPARQL text, comments dropped."""
+    out: list[Token] = []
+    for m in _TOKEN.finditer(query):
+        kind = m.lastgroup or "other"
+        if kind == "comment":
+            continue
+        out.append(Token(kind, m.group(), m.start()))
+    return out
+
+
+def declared_prefixes(toks: list[Token]) -> dict[str, str]:
+    """PREFIX declarations of the query (prefix → namespace)."""
+    found: dict[str, str] = {}
+    for i, t in enumerate(toks[:-2]):
+        if (
+            t.kind == "word"
+            and t.text.upper() == "PREFIX"
+            and toks[i + 1].kind == "pname"
+            and toks[i + 2].kind == "iri"
+        ):
+            found[toks[i + 1].text[:-1]] = toks[i + 2].text[1:-1]
+    return found
+
+
+def query_form(query: str) -> QueryForm | None:
+    """SELECT, ASK, CONSTRUCT or DESCRIBE; None when the text is no query form."""
+    for t in tokens(query):
+        if t.kind == "word":
+            word = t.text.upper()
+            if word in ("PREFIX", "BASE"):
+                continue
+            return word if word in _FORMS else None  # type: ignore[return-value]
+    return None
+
+
+def check_read_only(query: str) -> None:
+    """Raise Refused when the text contains any SPARQL Update form."""
+    for t in tokens(query):
+        if t.kind == "word" and t.text.upper() in UPDATE_KEYWORDS:
+            raise Refused(
+                f"refused: this is a read-only tool and the query contains the update keyword "
+                f"{t.text.upper()} (line {query.count(chr(10), 0, t.pos) + 1})"
+            )
+    if query_form(query) is None:
+        raise Refused("refused: not a SPARQL query (expected SELECT, ASK, CONSTRUCT or DESCRIBE)")
+
+
+def service_targets(query: str) -> list[str]:
+    """The endpoint of every SERVICE clause (IRIs; `?var` for variable endpoints)."""
+    toks = tokens(query)
+    prefixes = declared_prefixes(toks)
+    found: list[str] = []
+    for i, t in enumerate(toks):
+        if not (t.kind == "word" and t.text.upper() == "SERVICE"):
+            continue
+        j = i + 1
+        if j < len(toks) and toks[j].kind == "word" and toks[j].text.upper() == "SILENT":
+            j += 1
+        if j >= len(toks):
+            found.append("")
+            continue
+        target = toks[j]
+        if target.kind == "iri":
+            found.append(target.text[1:-1])
+        elif target.kind == "pname":
+            prefix, _, local = target.text.partition(":")
+            found.append(prefixes[prefix] + local if prefix in prefixes else target.text)
+        else:
+            found.append(target.text)
+    return found
+
+
+def normalise_endpoint(url: str) -> str:
+    """Compare endpoints without scheme case, default ports or a trailing slash."""
+    parts = urlsplit(url.strip())
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    netloc = host if port in (None, default) else f"{host}:{port}"
+    return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}" + (
+        f"?{parts.query}" if parts.query else ""
+    )
+
+
+def check_services(query: str, allowed: Iterable[str]) -> None:
+    """Raise Refused when a SERVICE clause targets an endpoint outside the allow-list."""
+    allow = {normalise_endpoint(u) for u in allowed}
+    for target in service_targets(query):
+        if target.startswith(("?", "$")):
+            raise Refused(
+                f"refused: SERVICE with a variable endpoint ({target}) cannot be checked against the allow-list"
+            )
+        if (
+            not target.startswith(("http://", "https://"))
+            or normalise_endpoint(target) not in allow
+        ):
+            allowed_text = ", ".join(sorted(allow)) or "none"
+            raise Refused(
+                f"refused: SERVICE <{target}> is not an allowed endpoint (allowed: {allowed_text})"
+            )
+
+
+def check_query(query: str, allowed_services: Iterable[str]) -> QueryForm:
+    """Apply every guard; return the query form."""
+    if not query.strip():
+        raise Refused("refused: the query is empty")
+    check_read_only(query)
+    check_services(query, allowed_services)
+    form = query_form(query)
+    assert form is not None  # check_read_only refuses non-queries
+    return form

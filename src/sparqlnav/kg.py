@@ -1,0 +1,223 @@
+"""Open a knowledge graph from a `--kg` value: the bundled demo, Wikidata, a local RDF file or folder, or a
+SPARQL endpoint URL. The result bundles the endpoint with what lookup needs (vocabulary, prefixes, names)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+import pyoxigraph as ox
+
+from sparqlnav.graph import Endpoint, HttpOptions, Outcome, RemoteEndpoint
+from sparqlnav.labels import Hit, Kind, LabelIndex
+from sparqlnav.prefixes import WIKIDATA as WIKIDATA_PREFIXES
+from sparqlnav.prefixes import PrefixMap, prefixes_in_text
+from sparqlnav.settings import Settings
+from sparqlnav.store import LocalGraph, ProgressFn, ensure_store, rdf_files
+from sparqlnav.vocab import WIKIBASE, WIKIDATA, Vocabulary, Wikibase
+
+REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
+
+
+class Names(Protocol):
+    """Where names come from: a local full-text index, or a service such as Wikidata's API."""
+
+    def search(
+        self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
+    ) -> list[Hit]:
+        """Ranked matches for a name."""
+        ...
+
+    def labels_of(self, iris: Iterable[str]) -> dict[str, str]:
+        """Labels of many IRIs (unknown ones left out)."""
+        ...
+
+
+class KGError(Exception):
+    """A `--kg` value that cannot be opened; the message is one line."""
+
+
+@dataclass
+class KnowledgeGraph:
+    """An endpoint plus what tools need to talk about its contents."""
+
+    name: str
+    endpoint: Endpoint
+    vocab: Vocabulary
+    prefixes: PrefixMap
+    names: Names
+    description: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Stop processes and close connections."""
+        self.endpoint.close()
+
+    def __enter__(self) -> KnowledgeGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def demo_path() -> Path:
+    """The bundled demo KG file."""
+    return Path(str(resources.files("sparqlnav") / "data" / "demo" / "demo.ttl"))
+
+
+def open_kg(spec: str, settings: Settings, *, progress: ProgressFn | None = None) -> KnowledgeGraph:
+    """Resolve a `--kg` value into an open knowledge graph."""
+    spec = spec.strip()
+    if spec in ("", "demo"):
+        return open_local(demo_path(), settings, name="demo", progress=progress)
+    if spec == "wikidata":
+        from sparqlnav.wikidata import open_wikidata
+
+        return open_wikidata(settings)
+    if spec.startswith(("http://", "https://")):
+        return open_remote(spec, settings, progress=progress)
+    path = Path(spec).expanduser()
+    if path.exists():
+        return open_local(path, settings, name=path.name, progress=progress)
+    raise KGError(
+        f"unknown KG {spec!r}: give a file or folder of RDF, an http(s):// SPARQL endpoint, 'demo' or 'wikidata'"
+    )
+
+
+def detect_wikibase(triples: Iterable[tuple[str, str]]) -> Wikibase | None:
+    """Find Wikibase namespaces from `wikibase:directClaim` declarations (subject, object) if any."""
+    for prop, direct in triples:
+        pid = prop.rsplit("/", 1)[-1]
+        suffix = f"prop/direct/{pid}"
+        if direct.endswith(suffix) and prop.endswith(f"entity/{pid}"):
+            return Wikibase.from_base(direct[: -len(suffix)])
+    return None
+
+
+def _file_prefixes(files: list[Path]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for f in files:
+        if (
+            f.suffix.lower() in (".ttl", ".trig", ".n3", ".turtle")
+            and f.stat().st_size < 200_000_000
+        ):
+            with f.open(encoding="utf-8", errors="replace") as fh:
+                head = fh.read(200_000)
+            found.update({k: v for k, v in prefixes_in_text(head).items() if k})
+    return found
+
+
+def open_local(
+    path: Path, settings: Settings, *, name: str, progress: ProgressFn | None = None
+) -> KnowledgeGraph:
+    """Load RDF files (once; later runs reuse the store) and serve them through a managed Oxigraph process."""
+    try:
+        files = rdf_files(path)
+        info = ensure_store(files, settings.stores_dir, progress)
+    except OSError as exc:
+        raise KGError(f"cannot open {path}: {exc}") from None
+    store = ox.Store.read_only(str(info.data_dir))
+    decl = ox.NamedNode(WIKIBASE + "directClaim")
+    wb = detect_wikibase(
+        (str(q.subject.value), str(q.object.value))
+        for q in store.quads_for_pattern(None, decl, None)
+        if isinstance(q.subject, ox.NamedNode) and isinstance(q.object, ox.NamedNode)
+    )
+    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+    index_path = info.path / "labels.sqlite"
+    if not LabelIndex.exists(index_path):
+        LabelIndex.build_from_store(store, index_path, vocab)
+    del store
+    mapping = {**_file_prefixes(files), **(wb.prefixes() if wb else {})}
+    endpoint = LocalGraph(
+        info,
+        name=name,
+        limits=settings.limits,
+        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
+        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers, retries=0),
+    )
+    return KnowledgeGraph(
+        name=name,
+        endpoint=endpoint,
+        vocab=vocab,
+        prefixes=PrefixMap.default(mapping),
+        names=LabelIndex(index_path),
+        description=f"{info.triples} triples from {len(files)} file(s) under {path}",
+        extra={"triples": info.triples},
+    )
+
+
+def _remote_triples(
+    endpoint: RemoteEndpoint, vocab: Vocabulary
+) -> Iterable[tuple[str, str, str, bool, str | None]]:
+    """Names and predicate usage of a remote graph, fetched page by page."""
+    preds = " ".join(f"<{p}>" for p in vocab.text_predicates)
+    page, offset = 50_000, 0
+    while offset < REMOTE_LABEL_CAP:
+        res = endpoint.query(
+            f"SELECT ?s ?p ?o WHERE {{ VALUES ?p {{ {preds} }} ?s ?p ?o FILTER(isIRI(?s)) }} "
+            f"LIMIT {page} OFFSET {offset}"
+        )
+        if res.outcome is not Outcome.OK or res.table is None:
+            break
+        for row in res.table.rows:
+            o = row["o"]
+            yield row["s"].value, row["p"].value, o.value, o.kind == "uri", o.lang
+        if len(res.table.rows) < page:
+            break
+        offset += page
+
+
+def _remote_predicates(endpoint: RemoteEndpoint) -> dict[str, int]:
+    """Predicates of a remote graph with their triple counts (empty when the endpoint cannot say)."""
+    res = endpoint.query("SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p")
+    if not res.ok or res.table is None:
+        return {}
+    return {
+        r["p"].value: int(r["n"].value) if r["n"].value.isdigit() else 1 for r in res.table.rows
+    }
+
+
+def open_remote(
+    url: str, settings: Settings, *, progress: ProgressFn | None = None
+) -> KnowledgeGraph:
+    """A SPARQL endpoint over HTTP; its names are indexed once and kept under the sparqlnav home."""
+    endpoint = RemoteEndpoint(
+        url,
+        limits=settings.limits,
+        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers),
+        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
+    )
+    probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")
+    if probe.outcome in (Outcome.UNREACHABLE,):
+        endpoint.close()
+        raise KGError(probe.message)
+    wb = detect_wikibase(
+        (r["p"].value, r["d"].value) for r in (probe.table.rows if probe.table else [])
+    )
+    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+    key = hashlib.sha256(url.encode()).hexdigest()[:20]
+    index_path = settings.home / "remote" / key / "labels.sqlite"
+    if not LabelIndex.exists(index_path):
+        if progress:
+            progress(f"indexing names of {url}", 0, 1)
+        LabelIndex.build_from_triples(
+            _remote_triples(endpoint, vocab), index_path, vocab, _remote_predicates(endpoint)
+        )
+    return KnowledgeGraph(
+        name=url,
+        endpoint=endpoint,
+        vocab=vocab,
+        prefixes=PrefixMap.default(wb.prefixes() if wb else {}),
+        names=LabelIndex(index_path),
+        description=f"SPARQL endpoint {url}",
+    )
+
+
+def wikidata_prefixes() -> PrefixMap:
+    """Prefixes for Wikidata."""
+    return PrefixMap.default({**WIKIDATA_PREFIXES, **WIKIDATA.prefixes()})

@@ -1,0 +1,126 @@
+"""What a graph's vocabulary looks like: which predicates carry labels, aliases, descriptions and types,
+and, for Wikibase-shaped graphs (Wikidata and its kin), the namespaces of entities and statements."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SCHEMA = "http://schema.org/"
+WIKIBASE = "http://wikiba.se/ontology#"
+
+
+@dataclass(frozen=True)
+class Wikibase:
+    """Namespaces of a Wikibase-shaped graph (entity, direct claim, statement, qualifier)."""
+
+    entity: str
+    direct: str
+    claim: str
+    statement: str
+    qualifier: str
+
+    @classmethod
+    def from_base(cls, base: str) -> Wikibase:
+        """Namespaces following Wikidata's layout under `base` (e.g. http://www.wikidata.org/)."""
+        return cls(
+            entity=base + "entity/",
+            direct=base + "prop/direct/",
+            claim=base + "prop/",
+            statement=base + "prop/statement/",
+            qualifier=base + "prop/qualifier/",
+        )
+
+    def property_id(self, iri: str) -> str | None:
+        """`P31` for any IRI form of a property (entity, direct, claim, statement, qualifier)."""
+        for ns in (self.direct, self.statement, self.qualifier, self.claim, self.entity):
+            if iri.startswith(ns):
+                local = iri[len(ns) :]
+                if re.fullmatch(r"P\d+", local):
+                    return local
+        return None
+
+    def entity_iri(self, local_id: str) -> str:
+        """The entity IRI of `Q42` or `P31`."""
+        return self.entity + local_id
+
+    def direct_iri(self, pid: str) -> str:
+        """The direct-claim (wdt:) IRI of property `pid`."""
+        return self.direct + pid
+
+    def prefixes(self) -> dict[str, str]:
+        """The usual prefix names for these namespaces."""
+        return {
+            "wd": self.entity,
+            "wdt": self.direct,
+            "p": self.claim,
+            "ps": self.statement,
+            "pq": self.qualifier,
+            "wikibase": WIKIBASE,
+        }
+
+
+WIKIDATA = Wikibase.from_base("http://www.wikidata.org/")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Which predicates name, alias, describe and type things in a graph."""
+
+    labels: tuple[str, ...] = (
+        RDFS + "label",
+        SKOS + "prefLabel",
+        SCHEMA + "name",
+        "http://xmlns.com/foaf/0.1/name",
+        "http://purl.org/dc/terms/title",
+        "http://purl.org/dc/elements/1.1/title",
+    )
+    aliases: tuple[str, ...] = (SKOS + "altLabel",)
+    descriptions: tuple[str, ...] = (
+        SCHEMA + "description",
+        RDFS + "comment",
+        "http://purl.org/dc/terms/description",
+        SKOS + "definition",
+    )
+    types: tuple[str, ...] = (RDF_TYPE,)
+    wikibase: Wikibase | None = None
+    languages: tuple[str, ...] = field(default=("en", ""))
+
+    @classmethod
+    def for_wikibase(cls, wb: Wikibase) -> Vocabulary:
+        """A Wikibase graph: labels, aliases and descriptions as Wikidata has them, P31 as the type."""
+        return cls(
+            labels=(RDFS + "label",),
+            aliases=(SKOS + "altLabel",),
+            descriptions=(SCHEMA + "description",),
+            types=(wb.direct_iri("P31"), RDF_TYPE),
+            wikibase=wb,
+        )
+
+    @property
+    def text_predicates(self) -> tuple[str, ...]:
+        """Every predicate whose values are names or descriptions."""
+        return self.labels + self.aliases + self.descriptions
+
+    def accepts_language(self, lang: str | None) -> bool:
+        """Whether a literal in this language should be indexed."""
+        lang = (lang or "").lower()
+        return lang in self.languages or lang.split("-")[0] in self.languages
+
+
+def local_name(iri: str) -> str:
+    """The last segment of an IRI (after #, / or :), URL-decoded where safe."""
+    from urllib.parse import unquote
+
+    tail = re.split(r"[#/:]", iri.rstrip("/#"))[-1]
+    return unquote(tail)
+
+
+def humanise(name: str) -> str:
+    """`hasManager` → `has manager`, `member_of` → `member of`, `empl-Karen.Brant@x` → `empl Karen Brant@x`."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
+    spaced = re.sub(r"[_\-.]+", " ", spaced)
+    return " ".join(spaced.split()).strip()
