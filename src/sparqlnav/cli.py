@@ -20,6 +20,7 @@ from sparqlnav.graph import Outcome
 from sparqlnav.kg import KnowledgeGraph, open_kg
 from sparqlnav.results import ResultTable
 from sparqlnav.settings import Settings
+from sparqlnav.trace import Event, Trace
 
 app = typer.Typer(
     name="sparqlnav",
@@ -199,6 +200,77 @@ def entity(
             out().print(page.to_text(graph), markup=False, highlight=False)
 
 
+def _show_event(console: Console, event: Event) -> None:
+    """One readable line (or block) per trace event, for the terminal."""
+    d = event.data
+    style = {"thought": "cyan", "action": "bold", "feedback": "yellow", "rollback": "magenta", "error": "red"}.get(event.kind, "dim")
+    if event.kind == "thought":
+        text = str(d.get("text", ""))
+    elif event.kind == "action":
+        text = f"{d.get('tool')}({json.dumps(d.get('arguments', {}), ensure_ascii=False)})"
+    elif event.kind == "observation":
+        text = str(d.get("text", ""))
+        text = text if len(text) < 800 else text[:800] + " …"
+    elif event.kind == "sparql":
+        first = " ".join(str(d.get("query", "")).split())[:140]
+        text = f"{d.get('outcome')} {d.get('rows') if d.get('rows') is not None else ''} ({d.get('seconds')} s): {first}"
+    elif event.kind == "llm_call":
+        text = f"{d.get('input_tokens', 0)} in / {d.get('output_tokens', 0)} out tokens, {d.get('latency_s', 0)} s"
+    elif event.kind == "answer":
+        return
+    else:
+        text = str(d.get("text") or d.get("message") or json.dumps(d, ensure_ascii=False, default=str)[:300])
+    console.print(f"[{style}]{event.kind:>11}[/] ", end="")
+    console.print(text, markup=False, highlight=False)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in plain language.")],
+    kg: KgOpt = "demo",
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    json_output: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+) -> None:
+    """Answer a question: find entities, write and run SPARQL, explain the result."""
+    from sparqlnav.llm import LLMConfig
+    from sparqlnav.strategies import make_strategy
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    chosen = make_strategy(strategy, llm)
+    console = err()
+    if strategy == "auto" and llm is None and not json_output:
+        console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
+    with opened(kg, settings_for(timeout)) as graph:
+        trace = Trace()
+        if not json_output and not quiet:
+            trace.subscribe(lambda e: _show_event(console, e))
+        result = chosen.run(question, graph, trace)
+        trace.finish()
+        if json_output:
+            print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
+            return
+        screen = out()
+        if result.sparql:
+            screen.rule("SPARQL", style="dim")
+            screen.print(result.sparql.strip(), markup=False, highlight=False)
+        if result.results is not None and not result.results.is_boolean and result.results.rows:
+            screen.print(rich_table(result.results, graph))
+        screen.rule("Answer", style="dim")
+        screen.print(result.answer, markup=False, highlight=False)
+        u = result.trace.usage
+        console.print(
+            f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
+            f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s",
+            style="dim",
+        )
+        if result.status == "error":
+            raise typer.Exit(1)
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:500]
@@ -217,9 +289,8 @@ def main(argv: list[str] | None = None) -> Any:
         err().print("aborted", markup=False)
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
+        # Usage errors of the CLI framework know how to show themselves (typer vendors click).
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
         if os.environ.get("SPARQLNAV_DEBUG"):

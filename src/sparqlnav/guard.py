@@ -140,7 +140,7 @@ def check_services(query: str, allowed: Iterable[str]) -> None:
                 f"refused: SERVICE with a variable endpoint ({target}) cannot be checked against the allow-list"
             )
         if (
-            not target.startswith(("http://", "https://"))
+            not target.lower().startswith(("http://", "https://"))
             or normalise_endpoint(target) not in allow
         ):
             allowed_text = ", ".join(sorted(allow)) or "none"

@@ -21,7 +21,7 @@ from rapidfuzz import utils as fuzz_utils
 from sparqlnav.vocab import RDF_TYPE, Vocabulary, humanise, local_name
 
 Kind = Literal["entity", "property", "class"]
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -37,6 +37,18 @@ CREATE VIRTUAL TABLE IF NOT EXISTS names_tri USING fts5(
   text, content='names', content_rowid='id', tokenize='trigram');
 """
 
+OWL = "http://www.w3.org/2002/07/owl#"
+PROPERTY_TYPES = frozenset(
+    {
+        "http://www.w3.org/1999/02/22-rdf-syntax-ns#Property",
+        OWL + "ObjectProperty",
+        OWL + "DatatypeProperty",
+        OWL + "AnnotationProperty",
+        OWL + "FunctionalProperty",
+        "http://wikiba.se/ontology#Property",
+    }
+)
+CLASS_TYPES = frozenset({OWL + "Class", "http://www.w3.org/2000/01/rdf-schema#Class"})
 MIN_SCORE = 0.5  # below this a "match" shares only scattered letters with the query
 FIELD_WEIGHT = {"label": 1.0, "alias": 0.95, "local": 0.85, "description": 0.6}
 
@@ -91,6 +103,10 @@ class _Collector:
         if o_is_iri:
             if p in self._types:
                 self._item(o, "class").degree += 1
+                if o in PROPERTY_TYPES:
+                    subject.kind = "property"
+                elif o in CLASS_TYPES and subject.kind == "entity":
+                    subject.kind = "class"
             else:
                 self._item(o).degree += 1
             return
@@ -373,7 +389,9 @@ class LabelIndex:
                 # partial matches count only when the query is part of the name ("Hoch" → "Heinrich Hoch"),
                 # not when a short name happens to sit inside the query.
                 partial = 0.9 * fuzz.partial_ratio(q, t) if len(t) >= len(q) else 0.0
-                sim = max(fuzz.ratio(q, t), 0.95 * fuzz.token_set_ratio(q, t), partial) / 100
+                best_fit = max(fuzz.ratio(q, t), 0.95 * fuzz.token_set_ratio(q, t), partial)
+                # A little plain similarity on top, so "manager" prefers "has manager" to "has product manager".
+                sim = (0.85 * best_fit + 0.15 * fuzz.ratio(q, t)) / 100
             exact = 0.08 if q == t else 0.0
             popularity = 0.04 * min(1.0, math.log1p(degree) / 10)
             score = sim * FIELD_WEIGHT.get(field, 0.8) + exact + popularity

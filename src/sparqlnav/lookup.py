@@ -295,12 +295,14 @@ def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Val
 
 
 def _labels(kg: KnowledgeGraph, iris: Iterable[str]) -> dict[str, str]:
+    iris = list(iris)
     labels = dict(kg.names.labels_of(iris))
     wb = kg.vocab.wikibase
     if wb:
         # wdt:/ps:/pq: forms take the label of their property entity.
-        missing = {i: wb.property_id(i) for i in iris if i not in labels}
-        ents = {i: wb.entity_iri(pid) for i, pid in missing.items() if pid}
+        # (their own index entries, if any, only carry a local name such as "P31").
+        forms = {i: wb.property_id(i) for i in iris}
+        ents = {i: wb.entity_iri(pid) for i, pid in forms.items() if pid and i != wb.entity_iri(pid)}
         found = kg.names.labels_of(ents.values())
         labels.update({i: found[e] for i, e in ents.items() if e in found})
     return labels

@@ -1,0 +1,5 @@
+"""`python -m sparqlnav` runs the command line."""
+
+from sparqlnav.cli import main
+
+main()

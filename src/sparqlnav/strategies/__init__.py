@@ -1,0 +1,56 @@
+"""Strategies: ways of answering a question over a KG. Each is a module; this registry builds them by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparqlnav.answer import Strategy
+    from sparqlnav.llm import LLMConfig
+
+# name -> (module, needs an LLM)
+REGISTRY: dict[str, tuple[str, bool]] = {
+    "lexical": ("sparqlnav.strategies.lexical", False),
+    "explore": ("sparqlnav.strategies.explore", True),
+    "retrieve": ("sparqlnav.strategies.retrieve", True),
+    "build": ("sparqlnav.strategies.build", True),
+    "hybrid": ("sparqlnav.strategies.hybrid", True),
+}
+
+
+class StrategyUnavailable(Exception):
+    """A strategy that cannot run here (unknown, not built yet, or needing an LLM that is not configured)."""
+
+
+def available() -> list[str]:
+    """Names of strategies whose module exists."""
+    names = []
+    for name, (module, _) in REGISTRY.items():
+        try:
+            import_module(module)
+        except ImportError:
+            continue
+        names.append(name)
+    return [*names, "auto"]
+
+
+def make_strategy(name: str, llm: LLMConfig | None, **options: object) -> Strategy:
+    """Build a strategy by name; `auto` picks `explore` with an LLM and `lexical` without."""
+    if name == "auto":
+        name = "explore" if llm is not None and "explore" in available() else "lexical"
+    if name not in REGISTRY:
+        raise StrategyUnavailable(f"unknown strategy {name!r} (choose from {', '.join(available())})")
+    module_name, needs_llm = REGISTRY[name]
+    if needs_llm and llm is None:
+        raise StrategyUnavailable(
+            f"the {name} strategy needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL "
+            f"(any OpenAI-compatible server), or use --strategy lexical"
+        )
+    try:
+        module = import_module(module_name)
+    except ImportError as exc:
+        raise StrategyUnavailable(f"the {name} strategy is not available in this build ({exc})") from None
+    factory: Callable[..., Strategy] = module.create
+    return factory(llm=llm, **options)

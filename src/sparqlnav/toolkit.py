@@ -1,0 +1,110 @@
+"""The tools every strategy, the MCP server and the HTTP API share: typed functions over one KG whose
+SPARQL runs are all recorded in the trace, and whose text observations are written for an LLM to read."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from sparqlnav.graph import Endpoint, QueryResult
+from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.lookup import (
+    DEFAULT_ENTITIES,
+    DEFAULT_PROPERTIES,
+    EntityPage,
+    LookupFailed,
+    PropertyExamples,
+    SearchResult,
+    entity,
+    property_examples,
+    resolve,
+    search,
+)
+from sparqlnav.trace import Trace
+
+
+class TracedEndpoint:
+    """An endpoint that records every query it runs as a `sparql` event."""
+
+    def __init__(self, inner: Endpoint, trace: Trace) -> None:
+        self.inner = inner
+        self.trace = trace
+
+    @property
+    def name(self) -> str:
+        """The wrapped endpoint's name."""
+        return self.inner.name
+
+    @property
+    def url(self) -> str:
+        """The wrapped endpoint's URL."""
+        return self.inner.url
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Run and record."""
+        result = self.inner.query(sparql, timeout_s=timeout_s)
+        rows = len(result.table) if result.table is not None and not result.table.is_boolean else None
+        self.trace.emit(
+            "sparql",
+            query=sparql,
+            endpoint=result.endpoint,
+            outcome=result.outcome.value,
+            seconds=round(result.seconds, 4),
+            rows=rows,
+            message=result.message,
+        )
+        return result
+
+    def close(self) -> None:
+        """The toolkit does not own the endpoint: closing is the KG owner's job."""
+
+
+@dataclass
+class Observation:
+    """What a tool returns: text for an LLM, plus the structured value for code."""
+
+    text: str
+    value: Any = None
+    ok: bool = True
+
+
+class Toolkit:
+    """search, get_entity, get_property_examples and execute_sparql over one KG, traced."""
+
+    def __init__(self, kg: KnowledgeGraph, trace: Trace, *, entities: int = DEFAULT_ENTITIES, properties: int = DEFAULT_PROPERTIES) -> None:
+        self.trace = trace
+        self.kg = dataclasses.replace(kg, endpoint=TracedEndpoint(kg.endpoint, trace))
+        self.entities = entities
+        self.properties = properties
+
+    def search(self, query: str) -> Observation:
+        """Entities and properties whose names match `query`."""
+        found: SearchResult = search(self.kg, query, entities=self.entities, properties=self.properties)
+        return Observation(found.to_text(self.kg), found)
+
+    def get_entity(self, ident: str) -> Observation:
+        """The outgoing edges of an entity (with qualifiers)."""
+        try:
+            page: EntityPage = entity(self.kg, resolve(self.kg, ident))
+        except LookupFailed as exc:
+            return Observation(str(exc), None, ok=False)
+        return Observation(page.to_text(self.kg), page)
+
+    def get_property_examples(self, ident: str) -> Observation:
+        """A few subject–object pairs of a property."""
+        try:
+            ex: PropertyExamples = property_examples(self.kg, resolve(self.kg, ident))
+        except LookupFailed as exc:
+            return Observation(str(exc), None, ok=False)
+        return Observation(ex.to_text(self.kg), ex)
+
+    def execute_sparql(self, query: str) -> Observation:
+        """Run a query; the text shows a compact table or the engine's message."""
+        result = self.kg.endpoint.query(query)
+        if not result.ok or result.table is None:
+            return Observation(f"The query failed — {result.describe()}", result, ok=False)
+        shown = result.table.rows[:10] + result.table.rows[-10:]  # what the markdown rendering shows
+        iris = [t.value for row in shown for t in row.values() if t.kind == "uri"]
+        labels = self.kg.names.labels_of(iris)
+        return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)

@@ -1,0 +1,75 @@
+"""The guard refuses updates and unlisted SERVICE targets, however they are dressed up."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparqlnav.guard import Refused, check_query, check_read_only, query_form, service_targets
+
+UPDATES = [
+    "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
+    "delete where { ?s ?p ?o }",
+    "PREFIX ex: <http://example.org/>\nInSeRt { ?s ex:p 1 } WHERE { ?s ?p ?o }",
+    "# a harmless comment\nDROP ALL",
+    "LOAD <http://example.org/data.ttl>",
+    "CLEAR DEFAULT",
+    "CREATE GRAPH <urn:g>",
+    "ADD DEFAULT TO <urn:g>",
+    "MOVE <urn:a> TO <urn:b>",
+    "COPY DEFAULT TO <urn:g>",
+    "WITH <urn:g> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    "SELECT * WHERE { ?s ?p ?o } ; DELETE WHERE { ?s ?p ?o }",
+    "/* not a comment in SPARQL */ DELETE WHERE { ?s ?p ?o }",
+]
+
+
+@pytest.mark.parametrize("text", UPDATES)
+def test_update_forms_are_refused(text: str) -> None:
+    with pytest.raises(Refused, match="refused"):
+        check_read_only(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'SELECT ?s WHERE { ?s <http://example.org/p> "INSERT DATA { }" }',
+        "SELECT ?s WHERE { ?s <http://example.org/DELETE> ?o } # DROP ALL",
+        "PREFIX ex: <http://example.org/>\nSELECT ?s WHERE { ?s ex:insert ?o . ?s ex:COPY ?c }",
+        "ASK { ?s ?p ?o }",
+        "DESCRIBE <http://example.org/x>",
+        "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    ],
+)
+def test_queries_that_only_mention_keywords_pass(text: str) -> None:
+    check_read_only(text)
+
+
+def test_query_form() -> None:
+    assert query_form("PREFIX a: <urn:a>\n# x\nselect * {}") == "SELECT"
+    assert query_form("BASE <http://x/> ASK {}") == "ASK"
+    assert query_form("INSERT DATA {}") is None
+
+
+def test_service_targets_resolve_prefixes_and_silent() -> None:
+    q = (
+        "PREFIX up: <https://sparql.uniprot.org/>\n"
+        "SELECT * WHERE { SERVICE SILENT up:sparql { ?s ?p ?o } SERVICE <http://b.example/sparql> { ?x ?y ?z } }"
+    )
+    assert service_targets(q) == ["https://sparql.uniprot.org/sparql", "http://b.example/sparql"]
+
+
+def test_service_allow_list() -> None:
+    q = "SELECT * WHERE { SERVICE <http://169.254.169.254/latest/meta-data> { ?s ?p ?o } }"
+    with pytest.raises(Refused, match="not an allowed endpoint"):
+        check_query(q, ["https://query.wikidata.org/sparql"])
+    ok = "SELECT * WHERE { SERVICE <HTTPS://query.wikidata.org:443/sparql/> { ?s ?p ?o } }"
+    assert check_query(ok, ["https://query.wikidata.org/sparql"]) == "SELECT"
+    with pytest.raises(Refused, match="variable endpoint"):
+        check_query("SELECT * WHERE { SERVICE ?e { ?s ?p ?o } }", ["https://query.wikidata.org/sparql"])
+
+
+def test_empty_and_non_queries_are_refused() -> None:
+    with pytest.raises(Refused, match="empty"):
+        check_query("   ", [])
+    with pytest.raises(Refused, match="not a SPARQL query"):
+        check_query("hello world", [])

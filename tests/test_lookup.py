@@ -1,0 +1,106 @@
+"""Search, entity pages, property examples and relations on real stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparqlnav.kg import KnowledgeGraph, open_kg
+from sparqlnav.lookup import entity, property_examples, relations, resolve, search
+from sparqlnav.settings import Settings
+
+HOCH = "http://ld.company.org/prod-instances/empl-Heinrich.Hoch%40company.org"
+
+WIKIBASE_TTL = """@prefix wd: <https://kg.example/entity/> .
+@prefix wdt: <https://kg.example/prop/direct/> .
+@prefix p: <https://kg.example/prop/> .
+@prefix ps: <https://kg.example/prop/statement/> .
+@prefix pq: <https://kg.example/prop/qualifier/> .
+@prefix wikibase: <http://wikiba.se/ontology#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+@prefix schema: <http://schema.org/> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+wd:P166 a wikibase:Property ; rdfs:label "award received"@en ; wikibase:directClaim wdt:P166 ;
+  wikibase:claim p:P166 ; wikibase:statementProperty ps:P166 ; wikibase:qualifier pq:P166 .
+wd:P585 a wikibase:Property ; rdfs:label "point in time"@en ; wikibase:directClaim wdt:P585 ;
+  wikibase:claim p:P585 ; wikibase:statementProperty ps:P585 ; wikibase:qualifier pq:P585 .
+wd:Q1 rdfs:label "Marie Curie"@en ; skos:altLabel "Maria Skłodowska"@en ; schema:description "physicist and chemist"@en ;
+  wdt:P166 wd:Q2, wd:Q3 ; p:P166 <https://kg.example/entity/statement/s1>, <https://kg.example/entity/statement/s2> .
+<https://kg.example/entity/statement/s1> ps:P166 wd:Q2 ; pq:P585 "1903-01-01T00:00:00Z"^^xsd:dateTime .
+<https://kg.example/entity/statement/s2> ps:P166 wd:Q3 ; pq:P585 "1911-01-01T00:00:00Z"^^xsd:dateTime .
+wd:Q2 rdfs:label "Nobel Prize in Physics"@en .
+wd:Q3 rdfs:label "Nobel Prize in Chemistry"@en .
+"""
+
+
+@pytest.fixture(scope="module")
+def wikibase(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeGraph:
+    d = tmp_path_factory.mktemp("wb")
+    (d / "kg.ttl").write_text(WIKIBASE_TTL)
+    return open_kg(str(d / "kg.ttl"), Settings.from_env({"SPARQLNAV_HOME": str(d / "home")}))
+
+
+@pytest.mark.data
+def test_search_ranks_the_employee_first_and_tolerates_typos(ck25: KnowledgeGraph) -> None:
+    exact = search(ck25, "Heinrich Hoch")
+    assert exact.entities[0].iri == HOCH
+    typo = search(ck25, "Hienrich Hock")
+    assert HOCH in [h.iri for h in typo.entities[:3]]
+    partial = search(ck25, "Hoch")
+    assert HOCH in [h.iri for h in partial.entities]
+    assert len(exact.entities) <= 8 and len(exact.properties) <= 4
+
+
+@pytest.mark.data
+def test_properties_are_reported_separately(ck25: KnowledgeGraph) -> None:
+    found = search(ck25, "manager")
+    assert found.properties and found.properties[0].iri == "http://ld.company.org/prod-vocab/hasManager"
+    assert all(h.kind == "property" for h in found.properties)
+    assert all(h.kind in ("entity", "class") for h in found.entities)
+
+
+@pytest.mark.data
+def test_entity_page_groups_edges_with_labels(ck25: KnowledgeGraph) -> None:
+    page = entity(ck25, HOCH)
+    by_prop = {e.property: e for e in page.edges}
+    manager = by_prop["http://ld.company.org/prod-vocab/hasManager"].values[0]
+    assert manager.label == "Waldtraud Kuttner"
+    assert page.label == "Heinrich Hoch"
+    text = page.to_text(ck25)
+    assert "pv:hasManager" in text and "Waldtraud Kuttner" in text
+
+
+@pytest.mark.data
+def test_property_examples_and_relations(ck25: KnowledgeGraph) -> None:
+    ex = property_examples(ck25, "http://ld.company.org/prod-vocab/hasManager", limit=3)
+    assert len(ex.pairs) == 3 and all(o.kind == "uri" for _, o in ex.pairs)
+    rel = relations(ck25, HOCH)
+    assert ("http://ld.company.org/prod-vocab/hasManager", 1) in rel.outgoing
+    assert rel.incoming == [] or all(n > 0 for _, n in rel.incoming)
+
+
+def test_wikibase_statements_show_qualifiers(wikibase: KnowledgeGraph) -> None:
+    assert wikibase.vocab.wikibase is not None
+    assert resolve(wikibase, "Q1") == "https://kg.example/entity/Q1"
+    page = entity(wikibase, "https://kg.example/entity/Q1")
+    awards = next(e for e in page.edges if e.property == "https://kg.example/prop/direct/P166")
+    assert awards.label == "award received"
+    got = {(v.label, q.value.value[:4], q.property_label) for v in awards.values for q in v.qualifiers}
+    assert got == {("Nobel Prize in Physics", "1903", "point in time"), ("Nobel Prize in Chemistry", "1911", "point in time")}
+    assert not any(e.property.startswith("https://kg.example/prop/P") for e in page.edges)  # statements folded in
+    found = search(wikibase, "Maria Sklodowska")
+    assert found.entities[0].iri == "https://kg.example/entity/Q1"
+    props = search(wikibase, "award")
+    assert props.properties[0].iri == "https://kg.example/entity/P166"
+    ex = property_examples(wikibase, "https://kg.example/entity/P166")
+    assert ex.property == "https://kg.example/prop/direct/P166" and len(ex.pairs) == 2
+
+
+def test_plain_graph_without_labels_uses_local_names(tmp_path: Path) -> None:
+    (tmp_path / "g.ttl").write_text("@prefix ex: <http://example.org/> .\nex:RedDragon ex:hasChallengeRating 17 .\n")
+    with open_kg(str(tmp_path / "g.ttl"), Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "h")})) as kg:
+        found = search(kg, "red dragon")
+        assert found.entities[0].iri == "http://example.org/RedDragon" and found.entities[0].label == "Red Dragon"
+        assert search(kg, "challenge rating").properties[0].iri == "http://example.org/hasChallengeRating"
