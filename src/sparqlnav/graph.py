@@ -6,9 +6,12 @@ Oxigraph server process and reuses it, so local and remote data share one code p
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import enum
+import heapq
 import io
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -131,6 +134,28 @@ class _CappedReader(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def read_all(self) -> bytes:
+        """Everything up to the cap (or the end), checking the deadline between chunks."""
+        parts = [self._buffer]
+        self._buffer = b""
+        while True:
+            if time.monotonic() > self._deadline:
+                raise _Deadline()
+            if self.read_bytes >= self._max:
+                self.hit_cap = True
+                break
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                break
+            room = self._max - self.read_bytes
+            if len(chunk) > room:
+                chunk = chunk[:room]
+            self.read_bytes += len(chunk)
+            parts.append(chunk)
+            self.last = (self.last + chunk)[-2048:]
+        return b"".join(parts)
 
     def readinto(self, b: Any) -> int:
         while not self._buffer:
@@ -281,9 +306,7 @@ class RemoteEndpoint:
         request = self._request(sparql, form, deadline)
         response = self._client.send(request, stream=True)
         # Per-read timeouts alone let a slowly streaming body run past the limit; close it at the deadline.
-        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), response.close)
-        watchdog.daemon = True
-        watchdog.start()
+        ticket = _WATCHDOG.watch(deadline, response.close)
         try:
             if response.status_code in (429, 502, 503, 504):
                 raise _Retryable(
@@ -314,7 +337,7 @@ class RemoteEndpoint:
                 raise _Deadline() from None
             raise
         finally:
-            watchdog.cancel()
+            _WATCHDOG.cancel(ticket)
             response.close()
 
     def _parse_results(
@@ -325,6 +348,12 @@ class RemoteEndpoint:
             "application/sparql-results+xml": ox.QueryResultsFormat.XML,
             "text/tab-separated-values": ox.QueryResultsFormat.TSV,
         }.get(ctype, ox.QueryResultsFormat.JSON)
+        if fmt == ox.QueryResultsFormat.JSON:
+            body = reader.read_all()
+            if not reader.hit_cap:
+                return self._parse_json(sparql, body, reader)
+            reader = _CappedReader([body], len(body), float("inf"))
+            reader.hit_cap = True  # the bytes are all we will get: a parse error below means truncation
         buffered = io.BufferedReader(reader, buffer_size=65536)
         table = ResultTable()
         try:
@@ -358,6 +387,30 @@ class RemoteEndpoint:
                     message=f"could not read the endpoint's results: {exc}",
                     endpoint=self.name,
                 )
+        return _finish(sparql, table, self.name)
+
+    def _parse_json(self, sparql: str, body: bytes, reader: _CappedReader) -> QueryResult:
+        """Complete SPARQL JSON results: parsed by the json module, which is faster than term-by-term streaming."""
+        try:
+            data = json.loads(body)
+            if "boolean" in data:
+                return _finish(sparql, ResultTable(boolean=bool(data["boolean"])), self.name)
+            bindings = data["results"]["bindings"]
+            table = ResultTable(vars=list(data.get("head", {}).get("vars") or []))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            tail = _tail_text(reader)
+            if _looks_like_timeout(tail):
+                return QueryResult(sparql, Outcome.TIMEOUT, message=tail.strip()[:500], endpoint=self.name)
+            return QueryResult(
+                sparql, Outcome.ENGINE_ERROR, message=f"could not read the endpoint's results: {exc}", endpoint=self.name
+            )
+        if len(bindings) > self.limits.max_rows:
+            bindings = bindings[: self.limits.max_rows]
+            table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
+        try:
+            table.rows = [{k: _json_term(v) for k, v in b.items()} for b in bindings]
+        except (ValueError, KeyError, TypeError) as exc:
+            return QueryResult(sparql, Outcome.ENGINE_ERROR, message=f"malformed result term: {exc}", endpoint=self.name)
         return _finish(sparql, table, self.name)
 
     def _parse_graph(
@@ -396,6 +449,68 @@ class _Retryable(Exception):
         super().__init__(message)
         self.message = message
         self.wait = wait
+
+
+_PLAIN_TYPES = ("http://www.w3.org/2001/XMLSchema#string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")
+
+
+def _json_term(d: dict[str, Any]) -> Term:
+    kind = d["type"]
+    if kind in ("literal", "typed-literal"):
+        dt = d.get("datatype")
+        return Term("literal", d["value"], None if dt in _PLAIN_TYPES else dt, d.get("xml:lang"))
+    if kind in ("uri", "bnode"):
+        return Term(kind, d["value"])
+    return Term.from_json(d)
+
+
+class _Watchdog:
+    """One background thread that calls a function when its deadline passes (cheaper than a timer per query)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._live: set[int] = set()
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, action: Callable[[], None]) -> int:
+        """Schedule `action` at `deadline` (monotonic); returns a ticket for `cancel`."""
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (deadline, self._seq, action))
+            self._live.add(self._seq)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="sparqlnav-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return self._seq
+
+    def cancel(self, ticket: int) -> None:
+        """Forget a scheduled action."""
+        with self._cond:
+            self._live.discard(ticket)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][1] not in self._live:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait(timeout=5.0)
+                    continue
+                deadline, ticket, action = self._heap[0]
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(timeout=wait)
+                    continue
+                heapq.heappop(self._heap)
+                self._live.discard(ticket)
+            with contextlib.suppress(Exception):
+                action()
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _finish(sparql: str, table: ResultTable, name: str) -> QueryResult:

@@ -1,0 +1,200 @@
+"""Foundation benchmarks: loading a generated graph, name search over ≥ 1M labels, and sparqlnav's execute
+path against raw in-process pyoxigraph on the same queries.
+
+Run: .venv/bin/python bench/graph_bench.py [--entities 1000000] [--out bench/results/graph.md]
+Each phase runs in a child process so its peak memory (max RSS) is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FIRST = "Ada Alan Grace Edsger Barbara Donald Frances John Radia Tim Margaret Ken Dennis Leslie Niklaus Shafi Whitfield Judea Yoshua Geoffrey".split()
+LAST = "Lovelace Turing Hopper Dijkstra Liskov Knuth Allen McCarthy Perlman Berners Hamilton Thompson Ritchie Lamport Wirth Goldwasser Diffie Pearl Bengio Hinton".split()
+WORDS = "quantum river amber silent copper north violet ember harbor falcon cedar lunar orbit granite meadow tundra delta signal prism canyon".split()
+
+
+def generate(path: Path, entities: int, seed: int = 7) -> int:
+    """Write an N-Triples file: each entity has a type, a label, a number and one link (5 triples)."""
+    rng = random.Random(seed)
+    n = 0
+    with path.open("w") as fh:
+        for i in range(entities):
+            s = f"<http://bench.example/e{i}>"
+            label = f"{rng.choice(FIRST)} {rng.choice(LAST)} {rng.choice(WORDS)} {i}"
+            fh.write(f"{s} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://bench.example/C{i % 50}> .\n")
+            fh.write(f'{s} <http://www.w3.org/2000/01/rdf-schema#label> "{label}"@en .\n')
+            fh.write(f'{s} <http://bench.example/value> "{rng.randint(0, 10**6)}"^^<http://www.w3.org/2001/XMLSchema#integer> .\n')
+            fh.write(f"{s} <http://bench.example/link> <http://bench.example/e{rng.randrange(entities)}> .\n")
+            fh.write(f'{s} <http://bench.example/code> "X{i:07d}" .\n')
+            n += 5
+    return n
+
+
+def peak_mb() -> float:
+    """Peak resident memory of this process in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def phase_load(nt: str, home: str) -> dict[str, float]:
+    """Load into a store and build the name index (first open of a KG)."""
+    from sparqlnav.kg import open_kg
+    from sparqlnav.settings import Settings
+
+    t = time.perf_counter()
+    from sparqlnav.store import ensure_store, rdf_files
+
+    info = ensure_store(rdf_files(Path(nt)), Path(home) / "stores")
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    with open_kg(nt, Settings.from_env({"SPARQLNAV_HOME": home})) as kg:
+        index_s = time.perf_counter() - t
+        t = time.perf_counter()
+    with open_kg(nt, Settings.from_env({"SPARQLNAV_HOME": home})) as kg:
+        reopen_s = time.perf_counter() - t
+        labels = kg.names.count() if hasattr(kg.names, "count") else 0
+    return {"triples": info.triples, "load_s": load_s, "index_s": index_s, "reopen_s": reopen_s, "items": labels, "peak_mb": peak_mb()}
+
+
+def phase_search(nt: str, home: str, entities: int) -> dict[str, float]:
+    """Search latency: exact, partial and misspelt names."""
+    from sparqlnav.kg import open_kg
+    from sparqlnav.lookup import search
+    from sparqlnav.settings import Settings
+
+    rng = random.Random(11)
+    queries = []
+    for _ in range(100):
+        i = rng.randrange(entities)
+        queries.append(f"{rng.choice(FIRST)} {rng.choice(LAST)}")  # partial, many matches
+        queries.append(f"{rng.choice(LAST)} {rng.choice(WORDS)}")
+        queries.append(f"{rng.choice(WORDS)} {i}")  # specific
+        typo = rng.choice(LAST)
+        j = rng.randrange(1, len(typo) - 1)
+        queries.append(typo[:j] + typo[j + 1] + typo[j] + typo[j + 2 :])  # transposition
+    with open_kg(nt, Settings.from_env({"SPARQLNAV_HOME": home})) as kg:
+        search(kg, "warm up")
+        times = []
+        for q in queries:
+            t = time.perf_counter()
+            search(kg, q)
+            times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return {
+        "queries": len(times),
+        "p50_ms": statistics.median(times),
+        "p95_ms": times[int(0.95 * len(times)) - 1],
+        "peak_mb": peak_mb(),
+    }
+
+
+QUERIES = [
+    "SELECT ?s ?l WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } LIMIT 100",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?s a <http://bench.example/C7> }",
+    "SELECT ?s ?v WHERE { ?s <http://bench.example/value> ?v FILTER(?v > 999000) }",
+    "SELECT ?o WHERE { <http://bench.example/e42> <http://bench.example/link> ?x . ?x <http://bench.example/link> ?o }",
+    "SELECT ?s WHERE { ?s <http://bench.example/code> \"X0004242\" }",
+    "SELECT ?c (COUNT(*) AS ?n) WHERE { ?s a ?c } GROUP BY ?c ORDER BY DESC(?n) LIMIT 5",
+    "ASK { <http://bench.example/e1> ?p ?o }",
+    "SELECT ?s ?l WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } LIMIT 5000",
+]
+
+
+def phase_execute(nt: str, home: str) -> dict[str, float]:
+    """Median time per query: sparqlnav's endpoint (guard, HTTP, parse) vs in-process pyoxigraph."""
+    import pyoxigraph as ox
+
+    from sparqlnav.kg import open_kg
+    from sparqlnav.settings import Settings
+
+    rounds = 7
+    ours: list[float] = []
+    raw: list[float] = []
+    with open_kg(nt, Settings.from_env({"SPARQLNAV_HOME": home})) as kg:
+        store = kg.endpoint.open_store()  # type: ignore[attr-defined]
+        for q in QUERIES:
+            kg.endpoint.query(q)
+            t_ours, t_raw = [], []
+            for _ in range(rounds):
+                t = time.perf_counter()
+                res = kg.endpoint.query(q)
+                t_ours.append(time.perf_counter() - t)
+                assert res.ok, res.message
+                t = time.perf_counter()
+                r = store.query(q)
+                rows = [[s[v] for v in r.variables] for s in r] if isinstance(r, ox.QuerySolutions) else bool(r)
+                t_raw.append(time.perf_counter() - t)
+                del rows
+            ours.append(statistics.median(t_ours))
+            raw.append(statistics.median(t_raw))
+    return {
+        "ours_total_ms": sum(ours) * 1000,
+        "raw_total_ms": sum(raw) * 1000,
+        "ratio_total": sum(ours) / sum(raw),
+        "per_query": [{"ours_ms": o * 1000, "raw_ms": r * 1000} for o, r in zip(ours, raw, strict=True)],
+        "peak_mb": peak_mb(),
+    }
+
+
+def child(phase: str, *args: str) -> dict[str, object]:
+    out = subprocess.run([sys.executable, __file__, "--phase", phase, *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--entities", type=int, default=1_000_000)
+    ap.add_argument("--out", default="bench/results/graph.md")
+    ap.add_argument("--phase")
+    ap.add_argument("--nt")
+    ap.add_argument("--home")
+    a = ap.parse_args()
+    if a.phase:
+        result = {"load": lambda: phase_load(a.nt, a.home), "search": lambda: phase_search(a.nt, a.home, a.entities), "execute": lambda: phase_execute(a.nt, a.home)}[a.phase]()
+        print(json.dumps(result))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        nt = Path(tmp) / "bench.nt"
+        t = time.perf_counter()
+        triples = generate(nt, a.entities)
+        gen_s = time.perf_counter() - t
+        home = str(Path(tmp) / "home")
+        load = child("load", "--nt", str(nt), "--home", home)
+        srch = child("search", "--nt", str(nt), "--home", home, "--entities", str(a.entities))
+        exe = child("execute", "--nt", str(nt), "--home", home)
+    lines = [
+        "# Foundation benchmarks",
+        "",
+        f"Machine: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores. Generated graph: {a.entities:,} entities, {triples:,} triples ({a.entities:,} labels); generation {gen_s:.1f} s.",
+        "",
+        "| what | result |",
+        "| --- | --- |",
+        f"| bulk load into Oxigraph store | {load['load_s']:.1f} s |",
+        f"| name index build (first open) | {load['index_s']:.1f} s, {load['items']:,} items |",
+        f"| reopen (store and index reused) | {load['reopen_s']:.2f} s |",
+        f"| peak memory, load + index | {load['peak_mb']:.0f} MiB |",
+        f"| search p50 / p95 over {a.entities:,} labels ({srch['queries']} queries: partial, exact, misspelt) | {srch['p50_ms']:.1f} ms / {srch['p95_ms']:.1f} ms |",
+        f"| execute path, {len(QUERIES)} queries, sum of medians: sparqlnav vs raw pyoxigraph | {exe['ours_total_ms']:.1f} ms vs {exe['raw_total_ms']:.1f} ms = {exe['ratio_total']:.2f}× |",
+        "",
+        "Per query (median ms, sparqlnav / raw):",
+        "",
+    ]
+    for q, pq in zip(QUERIES, exe["per_query"], strict=True):  # type: ignore[call-overload]
+        lines.append(f"- {pq['ours_ms']:.2f} / {pq['raw_ms']:.2f} — `{q[:90]}`")
+    text = "\n".join(lines) + "\n"
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
