@@ -248,3 +248,17 @@ def test_benchmark_graph_sizes(ck25, data_dir: Path, settings: Settings) -> None
 
 def test_limits_dataclass_defaults() -> None:
     assert Limits().timeout_s == 60.0
+
+
+def test_remote_kg_indexes_names_and_detects_wikibase(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+    a, _ = served
+    from sparqlnav.lookup import search
+
+    with open_kg(a.url, _settings(tmp_path, SPARQLNAV_HOME=str(tmp_path / "remote-home"))) as kg:
+        assert kg.vocab.wikibase is None
+        found = search(kg, "Ada Lovelase")
+        assert found.entities[0].iri == "http://example.org/ada"
+        assert search(kg, "knows").properties[0].iri == "http://example.org/knows"
+        res = kg.endpoint.query("SELECT ?y WHERE { <http://example.org/ada> <http://example.org/born> ?y }")
+        assert res.table is not None and res.table.rows[0]["y"].value == "1815"
+    assert (tmp_path / "remote-home" / "remote").is_dir()  # the name index is kept for the next run
