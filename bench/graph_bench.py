@@ -18,19 +18,43 @@ import tempfile
 import time
 from pathlib import Path
 
-FIRST = "Ada Alan Grace Edsger Barbara Donald Frances John Radia Tim Margaret Ken Dennis Leslie Niklaus Shafi Whitfield Judea Yoshua Geoffrey".split()
-LAST = "Lovelace Turing Hopper Dijkstra Liskov Knuth Allen McCarthy Perlman Berners Hamilton Thompson Ritchie Lamport Wirth Goldwasser Diffie Pearl Bengio Hinton".split()
-WORDS = "quantum river amber silent copper north violet ember harbor falcon cedar lunar orbit granite meadow tundra delta signal prism canyon".split()
+FIRST = ["Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "John", "Radia", "Tim", "Margaret", "Ken", "Dennis", "Leslie", "Niklaus", "Shafi", "Whitfield", "Judea", "Yoshua", "Geoffrey"]
+LAST = ["Lovelace", "Turing", "Hopper", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Perlman", "Berners", "Hamilton", "Thompson", "Ritchie", "Lamport", "Wirth", "Goldwasser", "Diffie", "Pearl", "Bengio", "Hinton"]
+WORDS = ["quantum", "river", "amber", "silent", "copper", "north", "violet", "ember", "harbor", "falcon", "cedar", "lunar", "orbit", "granite", "meadow", "tundra", "delta", "signal", "prism", "canyon"]
 
 
-def generate(path: Path, entities: int, seed: int = 7) -> int:
-    """Write an N-Triples file: each entity has a type, a label, a number and one link (5 triples)."""
+SYLLABLES = ["ka", "ro", "mi", "sel", "dan", "tor", "vi", "len", "bar", "os", "quin", "tha", "mer", "lu", "pe", "gor", "an", "ric", "de", "sta", "fen", "hol", "ju", "wen"]
+
+
+def _vocabulary(rng: random.Random, size: int, parts: int) -> list[str]:
+    """Made-up words of `parts` syllables: a vocabulary as varied as real names, where most words are rare."""
+    return sorted({"".join(rng.choice(SYLLABLES) for _ in range(parts)).capitalize() for _ in range(size)})
+
+
+def generate(path: Path, entities: int, seed: int = 7, *, realistic: bool = True) -> int:
+    """Write an N-Triples file: each entity has a type, a label, a number, a code and one link (5 triples).
+
+    Realistic labels draw words Zipf-like from large made-up vocabularies (as real names do); the
+    adversarial mode uses 60 words only, so that every word sits in ~5 % of all labels.
+    """
     rng = random.Random(seed)
+    firsts, lasts, words = (
+        (_vocabulary(rng, 3000, 2), _vocabulary(rng, 60000, 3), _vocabulary(rng, 20000, 3)) if realistic else (FIRST, LAST, WORDS)
+    )
+    cum: list[float] = []
+    total = 0.0
+    for r in range(len(lasts)):
+        total += 1 / (r + 1)
+        cum.append(total)
     n = 0
     with path.open("w") as fh:
         for i in range(entities):
             s = f"<http://bench.example/e{i}>"
-            label = f"{rng.choice(FIRST)} {rng.choice(LAST)} {rng.choice(WORDS)} {i}"
+            if realistic:
+                last = rng.choices(lasts, cum_weights=cum)[0]
+                label = f"{rng.choice(firsts)} {last}" + (f" {rng.choice(words)}" if i % 3 == 0 else "")
+            else:
+                label = f"{rng.choice(FIRST)} {rng.choice(LAST)} {rng.choice(WORDS)} {i}"
             fh.write(f"{s} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://bench.example/C{i % 50}> .\n")
             fh.write(f'{s} <http://www.w3.org/2000/01/rdf-schema#label> "{label}"@en .\n')
             fh.write(f'{s} <http://bench.example/value> "{rng.randint(0, 10**6)}"^^<http://www.w3.org/2001/XMLSchema#integer> .\n')
@@ -72,15 +96,20 @@ def phase_search(nt: str, home: str, entities: int) -> dict[str, float]:
     from sparqlnav.settings import Settings
 
     rng = random.Random(11)
+    labels = []
+    with open(nt) as fh:
+        for line in fh:
+            if "rdf-schema#label" in line and rng.random() < 200 / entities:
+                labels.append(line.split('"')[1])
     queries = []
-    for _ in range(100):
-        i = rng.randrange(entities)
-        queries.append(f"{rng.choice(FIRST)} {rng.choice(LAST)}")  # partial, many matches
-        queries.append(f"{rng.choice(LAST)} {rng.choice(WORDS)}")
-        queries.append(f"{rng.choice(WORDS)} {i}")  # specific
-        typo = rng.choice(LAST)
-        j = rng.randrange(1, len(typo) - 1)
-        queries.append(typo[:j] + typo[j + 1] + typo[j] + typo[j + 2 :])  # transposition
+    for label in labels[:100]:
+        words = label.split()
+        queries.append(label)  # exact
+        queries.append(words[1])  # one word: partial, possibly common
+        queries.append(f"{words[0]} {words[1][:4]}")  # typing: a prefix
+        w = words[1]
+        j = rng.randrange(1, len(w) - 2)
+        queries.append(f"{words[0]} {w[:j] + w[j + 1] + w[j] + w[j + 2:]}")  # a transposition typo
     with open_kg(nt, Settings.from_env({"SPARQLNAV_HOME": home})) as kg:
         search(kg, "warm up")
         times = []

@@ -1,5 +1,6 @@
 """`python -m sparqlnav` runs the command line."""
 
+import sys
 from sparqlnav.cli import main
 
-main()
+sys.exit(main())

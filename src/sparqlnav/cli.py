@@ -279,7 +279,11 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the app; any failure is one line on stderr and a non-zero exit."""
     try:
-        return app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        # Without standalone mode, click returns the code of a `typer.Exit` instead of exiting with it.
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
+        return code
     except CliError as exc:
         err().print(f"error: {_one_line(exc)}", markup=False, highlight=False)
         sys.exit(1)
@@ -326,3 +330,373 @@ def score(
         print(json.dumps(report_json(report), ensure_ascii=False))
     else:
         render_report(report, out())
+
+
+@app.command("eval")
+def eval_command(
+    dataset_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DATASET_FILE",
+            help="QALD JSON, text2sparql YAML, SPINACH JSON, or a JSON/JSONL list of {question, sparql}.",
+        ),
+    ],
+    kg: KgOpt = "demo",
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Run folder (default runs/<dataset>-<strategy>); the same folder resumes."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only N questions (the first N, or N sampled with --sample).")] = None,
+    sample: Annotated[bool, typer.Option("--sample", help="Take a seeded random sample instead of the first N.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample and --folds.")] = 0,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Questions in flight at once.")] = 4,
+    folds: Annotated[
+        int | None,
+        typer.Option("--folds", help="k-fold example splits, for strategies that retrieve examples from the same dataset."),
+    ] = None,
+    gold: Annotated[
+        Path | None, typer.Option("--gold", help="Frozen gold answers (JSONL; default: under the sparqlnav home).")
+    ] = None,
+    refresh_gold: Annotated[bool, typer.Option("--refresh-gold", help="Run the gold queries again.")] = False,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Redo questions that ended in an error.")] = False,
+    compare: Annotated[
+        list[Path] | None, typer.Option("--compare", help="Another run folder to compare with (repeatable).")
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="Question language.")] = "en",
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
+    from sparqlnav.datasets import DatasetFormatError
+    from sparqlnav.evaluate import (
+        EvalError,
+        EvalSpec,
+        RichProgress,
+        default_out_dir,
+        evaluate,
+        plan,
+    )
+    from sparqlnav.llm import LLMConfig
+    from sparqlnav.report import ReportError, compare_runs, summary_table
+    from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    try:
+        probe = make_strategy(strategy, llm)
+    except StrategyUnavailable as exc:
+        raise CliError(str(exc)) from None
+
+    def build(splits: Any) -> Any:
+        options = {"example_splits": splits} if splits is not None else {}
+        try:
+            return make_strategy(strategy, llm, **options)
+        except TypeError as exc:
+            raise CliError(f"the {probe.name} strategy does not take example splits (--folds): {exc}") from None
+
+    spec = EvalSpec(
+        dataset=dataset_file,
+        kg=kg,
+        strategy=probe.name,
+        out=out_dir or default_out_dir(dataset_file, probe.name),
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        workers=workers,
+        folds=folds,
+        gold_file=gold,
+        refresh_gold=refresh_gold,
+        retry_errors=retry_errors,
+        language=language,
+        model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
+    )
+    settings = settings_for(timeout)
+    console = err()
+    try:
+        work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
+        with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
+            summary = evaluate(work, graph, home=settings.home, listener=progress, plots=not no_plots)
+    except KeyboardInterrupt:
+        console.print(
+            f"interrupted: finished questions are saved in {spec.out}; run the same command again to resume",
+            markup=False, highlight=False,
+        )  # fmt: skip
+        raise typer.Exit(130) from None
+    except (DatasetFormatError, EvalError, ReportError) as exc:
+        raise CliError(str(exc)) from None
+    comparison = None
+    if compare:
+        try:
+            comparison = compare_runs([spec.out, *compare], spec.out / "compare", plots=not no_plots)
+        except ReportError as exc:
+            raise CliError(str(exc)) from None
+    if json_output:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    out().print(summary_table(summary, title=f"{spec.out}"))
+    console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
+    if comparison is not None:
+        out().print(comparison, markup=False, highlight=False)
+
+
+@app.command("report")
+def report_command(
+    runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Run folders of `sparqlnav eval`.")],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Where to write compare.md and plots when comparing runs.")
+    ] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Rebuild a run's summary.json, report.md and plots; with several folders, compare them side by side."""
+    from sparqlnav.report import ReportError, compare_runs, summary_table, write_report
+
+    try:
+        if len(runs) == 1 and out_dir is None:
+            summary = write_report(runs[0], plots=not no_plots)
+            if json_output:
+                print(json.dumps(summary, ensure_ascii=False))
+            else:
+                out().print(summary_table(summary, title=str(runs[0])))
+                err().print(f"report: {runs[0] / 'report.md'}", markup=False, highlight=False)
+            return
+        summaries = [write_report(run, plots=not no_plots) for run in runs]
+        text = compare_runs(runs, out_dir, plots=not no_plots)
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
+    if json_output:
+        print(json.dumps({"runs": [{"path": str(r), "summary": s} for r, s in zip(runs, summaries, strict=True)]}, ensure_ascii=False))
+    else:
+        out().print(text, markup=False, highlight=False)
+
+
+@app.command("validate")
+def validate_command(
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY_OR_FILE", help="A SPARQL query, a file holding one, or '-' for stdin.")
+    ],
+    kg: Annotated[
+        str | None,
+        typer.Option(
+            "--kg", help="Check against this KG's schema (RDF file or folder, endpoint URL, 'demo', 'wikidata')."
+        ),
+    ] = None,
+    void: Annotated[Path | None, typer.Option("--void", help="Check against the schema in this VoID file.")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
+    schema. Exit 0 when there is no issue, 1 otherwise."""
+    from sparqlnav.check import validate as check_query
+    from sparqlnav.index import SchemaUnavailable, kg_schema, open_kg_index
+    from sparqlnav.schema import Schema, schema_from_void_file
+
+    if kg and void:
+        raise CliError("give --kg or --void, not both")
+    text = read_query(query)
+    schema: Schema | None = None
+    services: dict[str, Schema] = {}
+    prefixes: dict[str, str] = {}
+    if void is not None:
+        if not void.is_file():
+            raise CliError(f"no such VoID file: {void}")
+        try:
+            schema = schema_from_void_file(void)
+        except (SyntaxError, ValueError, OSError) as exc:
+            raise CliError(f"cannot read the VoID file {void}: {exc}") from None
+    elif kg:
+        settings = settings_for(None)
+        with opened(kg, settings) as graph:
+            prefixes = {k: v for k, v in graph.prefixes.items() if k}
+            # The schemas `sparqlnav index` stored; else read or computed now (not for Wikidata: too large).
+            stored = open_kg_index(graph, settings.home, embedder=None)
+            if stored is not None:
+                schema, services = stored.schema, stored.schemas
+                stored.close()
+            elif graph.name != "wikidata":
+                try:
+                    schema = kg_schema(graph)
+                except SchemaUnavailable as exc:
+                    raise CliError(f"cannot get the schema of {kg}: {exc}") from None
+    report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
+    if json_output:
+        compact = schema.compact if schema is not None else None
+        print(json.dumps(report.to_dict(compact), ensure_ascii=False))
+    elif not report.issues:
+        out().print("ok: no issues", markup=False, highlight=False)
+    else:
+        out().print(report.text(), markup=False, highlight=False)
+        if report.repaired:
+            out().print("\nrepaired query:\n" + report.query, markup=False, highlight=False)
+    if report.issues:
+        raise typer.Exit(1)
+
+
+@app.command("serve")
+def serve_command(
+    kg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kg",
+            help="A KG to serve (repeatable; NAME=SPEC names it): RDF file or folder, endpoint URL, 'demo', 'wikidata'. The first is the default.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.", envvar="SPARQLNAV_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.", envvar="SPARQLNAV_PORT")] = 8000,
+    strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Default strategy (auto, lexical, explore, …).")] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option("--dataset", help="TEXT2SPARQL dataset id mapped to a KG name: ID=NAME (repeatable). Without any, a one-KG server answers for every dataset."),
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Require 'Authorization: Bearer TOKEN' on /api, /mcp and /text2sparql.", envvar="SPARQLNAV_API_TOKEN")] = None,
+    rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Requests per minute per client (0: off; default off on localhost, 120 otherwise).")] = None,
+    cors: Annotated[list[str] | None, typer.Option("--cors", help="An origin allowed to call the API from a browser (repeatable).")] = None,
+    request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
+    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
+    import uvicorn
+
+    from sparqlnav.llm import LLMConfig
+    from sparqlnav.serve import ServeConfig, configure_logging, create_app, parse_kgs, parse_pairs
+
+    specs = parse_kgs(kg) if kg else None
+    try:
+        datasets = parse_pairs(dataset) if dataset else None
+    except ValueError as exc:
+        raise CliError(f"--dataset: {exc}") from None
+    config = ServeConfig.from_env(
+        kgs=specs,
+        host=host,
+        strategy=strategy,
+        datasets=datasets,
+        token=token,
+        rate_limit=rate_limit,
+        cors_origins=tuple(cors) if cors else None,
+        request_timeout_s=request_timeout,
+        max_concurrent=max_concurrent,
+    )
+    unknown = [d for d, name in config.datasets.items() if name not in (config.kgs or {"demo": "demo"})]
+    if unknown:
+        raise CliError(f"--dataset maps {unknown[0]!r} to a KG this server does not have")
+    overrides = {"model": llm_model} if llm_model else {}
+    configure_logging(log_level.upper())
+    app_ = create_app(settings_for(timeout), config, llm=LLMConfig.from_env(os.environ, **overrides))
+    if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
+        err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
+    err().print(f"sparqlnav on http://{host}:{port}/  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
+    uvicorn.run(app_, host=host, port=port, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=5)
+
+
+@app.command("mcp")
+def mcp_command(
+    kg: KgOpt = "demo",
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+) -> None:
+    """Serve the tools (search, get_entity, execute_sparql, …) to an MCP client over stdio."""
+    from sparqlnav.llm import LLMConfig
+    from sparqlnav.mcp_server import run_stdio
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    with opened(kg, settings_for(timeout)) as graph:
+        run_stdio(graph, llm=llm)
+
+
+@app.command("index")
+def index_command(
+    kg: KgOpt = "demo",
+    examples: Annotated[
+        list[Path] | None,
+        typer.Option("--examples", help="SHACL example files or folders, QALD JSON, text2sparql YAML or SPINACH JSON (repeatable)."),
+    ] = None,
+    void: Annotated[
+        list[Path] | None,
+        typer.Option("--void", help="VoID description of this KG or of an endpoint its examples federate with (repeatable)."),
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option("--embedder", help="minilm (offline, default), minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>."),
+    ] = "minilm",
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Endpoint of examples that name none (benchmark files never do).")
+    ] = None,
+    qdrant: Annotated[
+        str | None, typer.Option("--qdrant", help="Keep the index in Qdrant: an http(s) URL or a local folder.")
+    ] = None,
+    no_endpoint_examples: Annotated[
+        bool, typer.Option("--no-endpoint-examples", help="Do not read the examples the endpoint publishes itself.")
+    ] = False,
+    json_output: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions)."""
+    import hashlib
+
+    from sparqlnav.embed import EmbedderUnavailable, make_embedder
+    from sparqlnav.examples import ExamplesError, load_examples
+    from sparqlnav.index import (
+        IndexUnavailable,
+        QdrantIndex,
+        SchemaUnavailable,
+        build_kg_index,
+        kg_index_dir,
+    )
+
+    try:
+        chosen = make_embedder(embedder, environ=os.environ)
+        found = load_examples(examples or [], endpoint=endpoint)
+    except (EmbedderUnavailable, ExamplesError) as exc:
+        raise CliError(str(exc)) from None
+    for path in void or []:
+        if not path.is_file():
+            raise CliError(f"no such VoID file: {path}")
+    settings = settings_for(timeout)
+    console = err()
+    with opened(kg, settings) as graph, Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("indexing", total=None)
+
+        def report(message: str, done: int, total: int) -> None:
+            progress.update(task, description=message, completed=done, total=total)
+
+        backend = backend_spec = None
+        if qdrant:
+            collection = "sparqlnav-" + hashlib.sha256(f"{graph.name}|{graph.description}".encode()).hexdigest()[:16]
+            try:
+                backend = QdrantIndex.open(qdrant, collection, chosen)
+            except IndexUnavailable as exc:
+                raise CliError(str(exc)) from None
+            backend_spec = {"kind": "qdrant", "location": qdrant, "collection": collection}
+        try:
+            ctx, stats = build_kg_index(
+                graph, settings.home, examples=found, void_files=void or [], embedder=chosen,
+                embedder_spec=embedder, endpoint_examples=not no_endpoint_examples,
+                backend=backend, backend_spec=backend_spec, progress=report,
+            )
+        except (SchemaUnavailable, ExamplesError, IndexUnavailable) as exc:
+            raise CliError(str(exc)) from None
+        counts = {kind: len(ctx.index.documents([kind])) for kind in ("example", "shape", "endpoint")}
+        ctx.close()
+    summary = {
+        "index": str(kg_index_dir(graph, settings.home)),
+        "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
+        "embedder": embedder if chosen is not None else "none", **stats.to_json(),
+    }  # fmt: skip
+    if json_output:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    out().print(
+        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s) "
+        f"in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
+        f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
+        markup=False, highlight=False,
+    )

@@ -21,7 +21,7 @@ from rapidfuzz import utils as fuzz_utils
 from sparqlnav.vocab import RDF_TYPE, Vocabulary, humanise, local_name
 
 Kind = Literal["entity", "property", "class"]
-INDEX_VERSION = 3
+INDEX_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -29,12 +29,19 @@ CREATE TABLE IF NOT EXISTS items (
   id INTEGER PRIMARY KEY, iri TEXT UNIQUE NOT NULL, kind TEXT NOT NULL,
   label TEXT, description TEXT, degree INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS names (
-  id INTEGER PRIMARY KEY, item INTEGER NOT NULL, text TEXT NOT NULL, field TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS names_item ON names(item);
+  id INTEGER PRIMARY KEY, item INTEGER NOT NULL, text TEXT NOT NULL, field TEXT NOT NULL,
+  kind TEXT NOT NULL, norm TEXT NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS names_words USING fts5(
   text, content='names', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS names_tri USING fts5(
   text, content='names', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE IF NOT EXISTS names_tri_vocab USING fts5vocab(names_tri, 'row');
+CREATE TABLE IF NOT EXISTS trigram_df (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
+"""
+# Built after the bulk insert (faster than maintaining them row by row).
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS names_item ON names(item);
+CREATE INDEX IF NOT EXISTS names_norm ON names(norm);
 """
 
 OWL = "http://www.w3.org/2002/07/owl#"
@@ -50,6 +57,9 @@ PROPERTY_TYPES = frozenset(
 )
 CLASS_TYPES = frozenset({OWL + "Class", "http://www.w3.org/2000/01/rdf-schema#Class"})
 MIN_SCORE = 0.5  # below this a "match" shares only scattered letters with the query
+STRONG_SCORE = 0.8  # a match this good needs no typo-tolerant second look
+WORD_CANDIDATES = 100
+TRIGRAM_POSTINGS = 5_000  # bound on the posting lists the typo search may scan
 FIELD_WEIGHT = {"label": 1.0, "alias": 0.95, "local": 0.85, "description": 0.6}
 
 
@@ -228,16 +238,28 @@ class LabelIndex:
                 ids[iri] = n
                 rows.append((n, iri, item.kind, item.label, item.description, item.degree))
             con.executemany("INSERT INTO items VALUES (?,?,?,?,?,?)", rows)
+            # Insertion order is search order: an unranked FTS LIMIT returns the first rows, so properties
+            # and classes come first, then the most connected things, and labels before other names.
+            kind_rank = {"property": 0, "class": 1, "entity": 2}
+            field_rank = {"label": 0, "alias": 1, "local": 2, "description": 3}
             seen: set[tuple[int, str, str]] = set()
             names = []
             for iri, text, field in collector.names:
                 key = (ids[iri], text, field)
                 if key not in seen and text.strip():
                     seen.add(key)
-                    names.append(key)
-            con.executemany("INSERT INTO names(item, text, field) VALUES (?,?,?)", names)
+                    item = collector.items[iri]
+                    names.append((kind_rank[item.kind], -item.degree, field_rank[field], ids[iri], text, field, item.kind))
+            names.sort(key=lambda r: r[:4])
+            con.executemany(
+                "INSERT INTO names(item, text, field, kind, norm) VALUES (?,?,?,?,?)",
+                ((r[3], r[4], r[5], r[6], fuzz_utils.default_process(r[4])) for r in names),
+            )
+            con.executescript(_INDEXES)
             con.execute("INSERT INTO names_words(names_words) VALUES ('rebuild')")
             con.execute("INSERT INTO names_tri(names_tri) VALUES ('rebuild')")
+            # fts5vocab answers by scanning; a keyed copy makes document frequencies a B-tree lookup.
+            con.execute("INSERT INTO trigram_df SELECT term, doc FROM names_tri_vocab")
             con.execute("INSERT INTO meta VALUES ('version', ?)", (str(INDEX_VERSION),))
             con.commit()
         finally:
@@ -309,52 +331,77 @@ class LabelIndex:
             )
         return int(self._con().execute("SELECT COUNT(*) FROM items").fetchone()[0])
 
-    def search(
-        self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
-    ) -> list[Hit]:
+    def search(self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None) -> list[Hit]:
         """Ranked hits for `text`: exact, partial and misspelt names; popular things first among equals."""
         query = text.strip()
         if not query:
             return []
         wanted = set(kinds) if kinds else None
-        candidates = self._candidates(query, wanted)
-        return self._rank(query, candidates, limit, wanted)
+        candidates = self._exact(query, wanted)
+        candidates.update(self._words(query, wanted))
+        ranked = self._rank(query, candidates, limit, wanted)
+        if not ranked or ranked[0].score < STRONG_SCORE:
+            # Few good matches: the query may be misspelt, so look again by shared rare trigrams.
+            candidates.update(self._trigram_candidates(query, wanted))
+            ranked = self._rank(query, candidates, limit, wanted)
+        return ranked
 
-    def _candidates(self, query: str, wanted: set[Kind] | None) -> dict[int, tuple[str, str]]:
-        """name id → (text, field), from word matches first and trigram matches when words fall short."""
-        con = self._con()
-        words = re.findall(r"\w+", query.lower())
-        found: dict[int, tuple[str, str]] = {}
-        if words:
-            exprs = [
-                " AND ".join(f'"{w}"*' for w in words),
-                " OR ".join(f'"{w}"*' for w in words if len(w) > 1) or f'"{words[0]}"*',
-            ]
-            for expr in exprs:
-                for rid, t, f in con.execute(
-                    "SELECT n.id, n.text, n.field FROM names_words w JOIN names n ON n.id = w.rowid "
-                    "WHERE names_words MATCH ? ORDER BY rank LIMIT 200",
-                    (expr,),
-                ):
-                    found[rid] = (t, f)
-                if len(found) >= 20:
-                    break
-        strong = sum(
-            1
-            for t, _ in found.values()
-            if fuzz.WRatio(query, t, processor=fuzz_utils.default_process) >= 88
+    @staticmethod
+    def _kind_filter(wanted: set[Kind] | None) -> tuple[str, list[str]]:
+        if not wanted:
+            return "", []
+        return f" AND n.kind IN ({','.join('?' * len(wanted))})", sorted(wanted)
+
+    def _exact(self, query: str, wanted: set[Kind] | None) -> dict[int, tuple[str, str]]:
+        """Names equal to the query after normalisation (case, punctuation)."""
+        clause, args = self._kind_filter(wanted)
+        rows = self._con().execute(
+            f"SELECT n.id, n.text, n.field FROM names n WHERE n.norm = ?{clause} LIMIT 50",
+            [fuzz_utils.default_process(query), *args],
         )
-        if strong < 3:
-            grams = _trigrams(query)
-            if grams:
-                expr = " OR ".join(f'"{g}"' for g in grams)
-                for rid, t, f in con.execute(
-                    "SELECT n.id, n.text, n.field FROM names_tri w JOIN names n ON n.id = w.rowid "
-                    "WHERE names_tri MATCH ? ORDER BY rank LIMIT 300",
-                    (expr,),
-                ):
-                    found.setdefault(rid, (t, f))
-        return found
+        return {rid: (t, f) for rid, t, f in rows}
+
+    def _words(self, query: str, wanted: set[Kind] | None) -> dict[int, tuple[str, str]]:
+        """Names containing every word of the query (as prefixes), in popularity order."""
+        words = re.findall(r"\w+", query.lower())
+        if not words:
+            return {}
+        clause, args = self._kind_filter(wanted)
+        # Whole words, and the last one as a prefix too (a name being typed: "Heinrich Ho").
+        expr = " AND ".join([*(f'"{w}"' for w in words[:-1]), f'"{words[-1]}"*'])
+        rows = self._con().execute(
+            "SELECT n.id, n.text, n.field FROM names_words w JOIN names n ON n.id = w.rowid "
+            f"WHERE names_words MATCH ?{clause} LIMIT ?",
+            [expr, *args, WORD_CANDIDATES],
+        )
+        return {rid: (t, f) for rid, t, f in rows}
+
+    def _trigram_candidates(self, query: str, wanted: set[Kind] | None) -> dict[int, tuple[str, str]]:
+        """Names sharing the query's rarest trigrams (robust to a typo, which spoils only a few trigrams)."""
+        grams = _trigrams(query)
+        if not grams:
+            return {}
+        con = self._con()
+        marks = ",".join("?" * len(grams))
+        freq = dict(con.execute(f"SELECT term, doc FROM trigram_df WHERE term IN ({marks})", grams).fetchall())
+        chosen: list[str] = []
+        postings = 0
+        for g in sorted((g for g in grams if freq.get(g)), key=lambda g: freq[g]):
+            if len(chosen) >= 2 and postings + freq[g] > TRIGRAM_POSTINGS:
+                break
+            chosen.append(g)
+            postings += freq[g]
+        if not chosen:
+            return {}
+        clause, args = self._kind_filter(wanted)
+        # Ranking scores every posting; past the bound, take the first (most popular) matches instead.
+        order = "ORDER BY rank " if postings <= TRIGRAM_POSTINGS else ""
+        rows = con.execute(
+            "SELECT n.id, n.text, n.field FROM names_tri w JOIN names n ON n.id = w.rowid "
+            f"WHERE names_tri MATCH ?{clause} {order}LIMIT 300",
+            [" OR ".join(f'"{g}"' for g in chosen), *args],
+        )
+        return {rid: (t, f) for rid, t, f in rows}
 
     def _rank(
         self,
@@ -377,38 +424,34 @@ class LabelIndex:
             )
         }
         q = fuzz_utils.default_process(query)
-        best: dict[str, Hit] = {}
+        best: dict[str, tuple[float, int, str]] = {}  # iri -> (score, name id, normalised text)
         for rid, (text, field) in candidates.items():
-            iri, kind, label, description, degree = meta[rid]
+            iri, kind, _label, _description, degree = meta[rid]
             if wanted and kind not in wanted:
                 continue
             t = fuzz_utils.default_process(text)
+            plain = fuzz.ratio(q, t)
             if field == "description":
                 sim = fuzz.token_set_ratio(q, t) / 100 if len(q) > 3 else 0.0
             else:
                 # partial matches count only when the query is part of the name ("Hoch" → "Heinrich Hoch"),
                 # not when a short name happens to sit inside the query.
                 partial = 0.9 * fuzz.partial_ratio(q, t) if len(t) >= len(q) else 0.0
-                best_fit = max(fuzz.ratio(q, t), 0.95 * fuzz.token_set_ratio(q, t), partial)
+                best_fit = max(plain, 0.95 * fuzz.token_set_ratio(q, t), partial)
                 # A little plain similarity on top, so "manager" prefers "has manager" to "has product manager".
-                sim = (0.85 * best_fit + 0.15 * fuzz.ratio(q, t)) / 100
+                sim = (0.85 * best_fit + 0.15 * plain) / 100
             exact = 0.08 if q == t else 0.0
             popularity = 0.04 * min(1.0, math.log1p(degree) / 10)
-            score = sim * FIELD_WEIGHT.get(field, 0.8) + exact + popularity
-            prev = best.get(iri)
-            if prev is None or score > prev.score:
-                best[iri] = Hit(
-                    iri,
-                    kind,
-                    label or text,
-                    description or "",
-                    text,
-                    field,
-                    round(score, 4),
-                    degree,
-                )
-        ranked = sorted(best.values(), key=lambda h: (-h.score, -h.degree, h.iri))
-        return [h for h in ranked if h.score >= MIN_SCORE][:limit]
+            score = round(sim * FIELD_WEIGHT.get(field, 0.8) + exact + popularity, 4)
+            if score >= MIN_SCORE and (iri not in best or score > best[iri][0]):
+                best[iri] = (score, rid, t)
+        top = sorted(best.items(), key=lambda kv: (-kv[1][0], -meta[kv[1][1]][4], kv[0]))[:limit]
+        hits = []
+        for iri, (score, rid, _) in top:
+            _, kind, label, description, degree = meta[rid]
+            text, field = candidates[rid]
+            hits.append(Hit(iri, kind, label or text, description or "", text, field, score, degree))
+        return hits
 
 
 def _trigrams(text: str) -> list[str]:

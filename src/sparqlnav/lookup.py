@@ -61,8 +61,10 @@ def search(
     properties: int = DEFAULT_PROPERTIES,
 ) -> SearchResult:
     """Entities (and classes) and properties whose names match `text`."""
-    ents = kg.names.search(text, limit=entities, kinds=("entity", "class"))
-    props = kg.names.search(text, limit=properties, kinds=("property",))
+    # One ranked pass over every kind (a second pass per kind would repeat the typo-tolerant search).
+    hits = kg.names.search(text, limit=max(50, entities + properties))
+    ents = [h for h in hits if h.kind in ("entity", "class")][:entities]
+    props = [h for h in hits if h.kind == "property"][:properties]
     return SearchResult(text, ents, props)
 
 

@@ -30,7 +30,8 @@ WIKIDATA: dict[str, str] = {
     "wds": "http://www.wikidata.org/entity/statement/",
 }
 
-_LOCAL_OK = re.compile(r"^(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:[A-Za-z0-9_\-.]|%[0-9A-Fa-f]{2})*$")
+# No %-escapes: Oxigraph rejects some valid escaped local names (e.g. `a.b%40c.org`), and people copy what they see.
+_LOCAL_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-.]*$")
 _PREFIX_DECL = re.compile(r"(?im)^\s*(?:@prefix|PREFIX)\s+([A-Za-z][\w\-.]*)?:\s*<([^>]*)>")
 
 

@@ -4,11 +4,13 @@ SPARQL runs are all recorded in the trace, and whose text observations are writt
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sparqlnav.graph import Endpoint, QueryResult
 from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.llm import ToolSpec
 from sparqlnav.lookup import (
     DEFAULT_ENTITIES,
     DEFAULT_PROPERTIES,
@@ -83,13 +85,22 @@ class Toolkit:
         found: SearchResult = search(self.kg, query, entities=self.entities, properties=self.properties)
         return Observation(found.to_text(self.kg), found)
 
-    def get_entity(self, ident: str) -> Observation:
-        """The outgoing edges of an entity (with qualifiers)."""
+    def get_entity(
+        self, ident: str, *, prune: Callable[[EntityPage], EntityPage] | None = None
+    ) -> Observation:
+        """The outgoing edges of an entity (with qualifiers); `prune` may drop edges irrelevant to the task."""
         try:
             page: EntityPage = entity(self.kg, resolve(self.kg, ident))
         except LookupFailed as exc:
             return Observation(str(exc), None, ok=False)
-        return Observation(page.to_text(self.kg), page)
+        if prune is None:
+            return Observation(page.to_text(self.kg), page)
+        kept = prune(page)
+        text = kept.to_text(self.kg)
+        left_out = len(page.edges) - len(kept.edges)
+        if left_out > 0:
+            text += f"\n  ({left_out} of {len(page.edges)} properties left out as irrelevant to the question)"
+        return Observation(text, kept)
 
     def get_property_examples(self, ident: str) -> Observation:
         """A few subject–object pairs of a property."""
@@ -108,3 +119,64 @@ class Toolkit:
         iris = [t.value for row in shown for t in row.values() if t.kind == "uri"]
         labels = self.kg.names.labels_of(iris)
         return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)
+
+
+# The tools of the explore strategy (and of MCP), as the LLM sees them. Argument names are part of
+# the contract in DESIGN.md: search(query), get_entity(id), get_property_examples(id),
+# execute_sparql(query), stop().
+EXPLORE_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="search",
+        description=(
+            "Find entities, classes and properties whose label, alias or description matches a text. "
+            "Returns up to 8 entities and 4 properties with their identifiers."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "words to look for, e.g. a name"}},
+            "required": ["query"],
+        },
+    ),
+    ToolSpec(
+        name="get_entity",
+        description=(
+            "Show the outgoing edges of one entity: each property with its values (and statement "
+            "qualifiers where the graph has them). Large entities are cut to what matters for the question."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "a prefixed name or <IRI> an observation showed"}
+            },
+            "required": ["id"],
+        },
+    ),
+    ToolSpec(
+        name="get_property_examples",
+        description="Show a few subject-object pairs that use a property, to see how it is used and in which direction.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "the property, as a prefixed name or <IRI>"}
+            },
+            "required": ["id"],
+        },
+    ),
+    ToolSpec(
+        name="execute_sparql",
+        description=(
+            "Run a read-only SPARQL query on the graph. Shows the rows (the first and last ones when "
+            "there are many), the boolean of an ASK, or the engine's error message."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "the SPARQL query"}},
+            "required": ["query"],
+        },
+    ),
+    ToolSpec(
+        name="stop",
+        description="Finish: the last query you ran becomes the final answer. Call it only after that query returned the answer.",
+        parameters={"type": "object", "properties": {}},
+    ),
+)

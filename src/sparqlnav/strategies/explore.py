@@ -1,0 +1,512 @@
+"""The explore strategy (SPINACH): an LLM explores the graph one thought and one action at a time, over
+search / get_entity / get_property_examples / execute_sparql / stop, until the last query answers.
+
+State is the full history of steps. Repeating an action, or stopping while the last query gave
+nothing, rolls the state back to before that action and exploration goes on. After every action the
+feedback module (ERASER) may add a targeted guideline to the observation. Budgets: effective actions
+(those still in the state) and total actions (every action taken, rolled back or not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from string import Template
+from typing import Any
+
+from pydantic import BaseModel
+
+from sparqlnav.answer import Answer, Status
+from sparqlnav.feedback import (
+    Feedback,
+    FeedbackOptions,
+    Guideline,
+    Memory,
+    Record,
+    StepContext,
+    normalise_iri,
+    render_guidelines,
+)
+from sparqlnav.guard import declared_prefixes, tokens
+from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.llm import (
+    Budget,
+    BudgetExceeded,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMOutputError,
+    LLMReply,
+    Message,
+    ToolCall,
+)
+from sparqlnav.lookup import EntityPage, LookupFailed, resolve
+from sparqlnav.results import ResultTable
+from sparqlnav.toolkit import EXPLORE_TOOLS, Observation, Toolkit
+from sparqlnav.trace import Trace
+
+CHARS_PER_TOKEN = 4  # rough size estimate for compaction; servers report the real counts
+_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class ExploreOptions:
+    """Budgets and knobs of the explore strategy (defaults follow SPINACH)."""
+
+    max_actions: int = 15  # actions still in the state (after rollbacks)
+    max_total_actions: int = 30  # every action taken, including rolled-back ones
+    temperature: float | None = 1.0  # of the policy; pruning and answering use the config's
+    top_p: float | None = 0.9
+    prune_over: int = 40  # entity pages with more values than this are pruned by an LLM call
+    max_context_tokens: int = 16_000  # compact older observations beyond this estimate
+    keep_recent: int = 3  # the latest observations are never compacted
+    max_seconds: float | None = None  # wall-clock limit on the run's LLM use
+    large_rows: int = 500  # feedback: results longer than this are "oversized"
+
+
+@dataclass
+class Step:
+    """One kept step: what the model said and called, and the observation it got back."""
+
+    reply_text: str
+    call: ToolCall | None
+    observation: str
+    query: str | None = None
+    record: Record | None = None
+
+
+class _Keep(BaseModel):
+    keep: list[str]
+
+
+def _prompt(name: str) -> str:
+    return resources.files("sparqlnav").joinpath(f"prompts/{name}").read_text(encoding="utf-8")
+
+
+def thought_of(text: str) -> str:
+    """The thought in a reply: the text before any `Action:` line, without a `Thought:` label."""
+    head = re.split(r"^\s*Action\s*:", text, maxsplit=1, flags=re.M | re.I)[0]
+    return re.sub(r"^\s*Thought\s*:\s*", "", head.strip(), flags=re.I).strip()
+
+
+def with_prefixes(query: str, kg: KnowledgeGraph) -> str:
+    """The query made runnable on its own: PREFIX lines for the graph's known prefixes it uses but does
+    not declare, and prefixed names with %-escapes written out as <IRI>s."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    namespaces = {**kg.prefixes.mapping, **declared}
+    used: set[str] = set()
+    out, last = [], 0
+    for t in toks:
+        if t.kind != "pname":
+            continue
+        name = t.text.rstrip(".")  # a trailing dot ends the triple, it is not part of the name
+        prefix, _, local = name.partition(":")
+        if "%" in local and prefix in namespaces:
+            # Oxigraph rejects some valid escaped names (a dot before and after %40): use the IRI.
+            out += [query[last : t.pos], f"<{namespaces[prefix]}{local}>"]
+            last = t.pos + len(name)
+        elif prefix not in declared:
+            used.add(prefix)
+    body = "".join(out) + query[last:]
+    missing = sorted(p for p in used if p in kg.prefixes)
+    header = "".join(f"PREFIX {p}: <{kg.prefixes.mapping[p]}>\n" for p in missing)
+    return header + body.strip()
+
+
+def compact_text(text: str, limit: int = 240) -> str:
+    """A short stand-in for an old observation."""
+    lines = text.splitlines()
+    head = "\n".join(lines[:3])[:limit]
+    return f"{head}\n[… observation shortened to save space: {max(0, len(text) - len(head))} characters left out]"
+
+
+class Explore:
+    """The SPINACH-style agent; one instance serves many questions (each run has its own state)."""
+
+    name = "explore"
+
+    def __init__(
+        self,
+        llm: LLMConfig,
+        options: ExploreOptions | None = None,
+        feedback: Feedback | None = None,
+    ) -> None:
+        self.llm = llm
+        self.options = options or ExploreOptions()
+        self.feedback = feedback or Feedback(
+            options=FeedbackOptions(large_rows=self.options.large_rows)
+        )
+        self._clients: tuple[LLMClient, LLMClient] | None = None
+        self._lock = threading.Lock()
+
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+        """Answer one question."""
+        return _Run(self, question, kg, trace).go()
+
+    def clients(self) -> tuple[LLMClient, LLMClient]:
+        """The policy client (sampling as configured here) and the helper client (pruning, answers).
+
+        Made once and shared by all runs: creating a client costs tens of milliseconds (TLS setup)."""
+        with self._lock:
+            if self._clients is None:
+                policy = self.llm.model_copy(
+                    update={"temperature": self.options.temperature, "top_p": self.options.top_p}
+                )
+                self._clients = (LLMClient(policy), LLMClient(self.llm))
+            return self._clients
+
+    def close(self) -> None:
+        """Close the LLM connections."""
+        with self._lock:
+            for client in self._clients or ():
+                client.close()
+            self._clients = None
+
+    def __enter__(self) -> Explore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Run:
+    """The state of one question's exploration."""
+
+    def __init__(self, agent: Explore, question: str, kg: KnowledgeGraph, trace: Trace) -> None:
+        self.o = agent.options
+        self.feedback = agent.feedback
+        self.question, self.kg, self.trace = question, kg, trace
+        self.tools = Toolkit(kg, trace)
+        self.memory = Memory(kg.prefixes, kg.vocab)
+        self.memory.note_text(question)
+        self.state: list[Step] = []
+        self.total = 0
+        self.rollbacks = 0
+        self.fired: Counter[str] = Counter()
+        self.note: str | None = None  # told once to the model after a rollback
+        self.budget = Budget(max_seconds=self.o.max_seconds)  # per run, passed to every call
+        self.policy, self.helper = agent.clients()
+        self.system = self._system_prompt()
+
+    # ------------------------------------------------------------ loop
+
+    def go(self) -> Answer:
+        try:
+            while True:
+                if len(self.state) >= self.o.max_actions:
+                    return self._exhausted(f"the budget of {self.o.max_actions} actions is used up")
+                if self.total >= self.o.max_total_actions:
+                    return self._exhausted(
+                        f"the budget of {self.o.max_total_actions} actions in total (with rollbacks) is used up"
+                    )
+                reply = self._chat(self.policy, self._messages(), "policy", tools=True)
+                self.total += 1
+                if self._step(reply):
+                    return self._conclude()
+        except BudgetExceeded as exc:
+            return self._exhausted(str(exc))
+        except LLMError as exc:
+            self.trace.emit("error", message=str(exc))
+            return self._answer("error", self._best(), f"The LLM failed: {exc}", error=str(exc))
+
+    def _step(self, reply: LLMReply) -> bool:
+        """Handle one reply; True when the model stopped with a usable last query."""
+        n = len(self.state) + 1
+        call = reply.tool_calls[0] if reply.tool_calls else None
+        thought = thought_of(reply.text)
+        if thought:
+            self.trace.emit("thought", text=thought, step=n)
+        if call is not None:
+            shown: dict[str, Any] = {"tool": call.name, "arguments": call.arguments, "step": n}
+            if call.parse_error:
+                shown["raw"] = call.raw_arguments
+            self.trace.emit("action", **shown)
+        ctx = StepContext(
+            self.memory,
+            EXPLORE_TOOLS,
+            call=call,
+            extra_calls=max(0, len(reply.tool_calls) - 1),
+            finishing=call is not None and call.name == "stop" and call.parse_error is None,
+        )
+        sparql = call.arguments.get("query") if call and call.name == "execute_sparql" else None
+        if isinstance(sparql, str) and sparql.strip():
+            ctx.query = with_prefixes(sparql, self.kg)
+        before = self.feedback.check(ctx, "before")
+        ids = {g.id for g in before}
+        for rollback in ("repeated_action", "stop_without_results"):
+            if rollback in ids:
+                self._rollback(next(g for g in before if g.id == rollback), n)
+                return False
+        if ctx.finishing:
+            return True
+        observation: Observation | None = None
+        if not any(g.blocks for g in before):
+            assert call is not None
+            observation = self._run_tool(call, ctx.query)
+            ctx.observation = observation
+            ctx.result = observation.value if ctx.query is not None else None
+        after = self.feedback.check(ctx, "after") if observation is not None else []
+        text = observation.text if observation is not None else "The action was not run."
+        self.trace.emit("observation", text=text, step=n)
+        fired = before + after
+        self._emit_feedback(fired, n)
+        seen_text = text if observation is not None else ""
+        full = f"{text}\n\n{render_guidelines(fired)}" if fired else text
+        record = Record(
+            call.name if call else "",
+            dict(call.arguments) if call else {},
+            query=ctx.query if observation is not None else None,
+            result=ctx.result,
+            ok=observation.ok if observation is not None else False,
+        )
+        self.memory.record(record, seen_text)
+        self.state.append(Step(reply.text, call, full, ctx.query, record))
+        self.note = None
+        return False
+
+    def _run_tool(self, call: ToolCall, query: str | None) -> Observation:
+        args = call.arguments
+        if call.name == "search":
+            return self.tools.search(str(args["query"]))
+        if call.name == "get_entity":
+            return self.tools.get_entity(str(args["id"]), prune=self._prune)
+        if call.name == "get_property_examples":
+            return self.tools.get_property_examples(str(args["id"]))
+        assert call.name == "execute_sparql" and query is not None
+        return self.tools.execute_sparql(query)
+
+    def _emit_feedback(self, fired: list[Guideline], step: int) -> None:
+        for g in fired:
+            self.fired[g.id] += 1
+            self.trace.emit("feedback", id=g.id, source=g.source, text=g.text, step=step)
+
+    def _rollback(self, guideline: Guideline, step: int) -> None:
+        """Return to the state before the offending action; tell the model why, once."""
+        self._emit_feedback([guideline], step)
+        self.rollbacks += 1
+        reason = {
+            "repeated_action": "the model repeated an earlier action",
+            "stop_without_results": "the model called stop() although the last query gave no answer",
+        }[guideline.id]
+        self.trace.emit(
+            "rollback",
+            reason=reason,
+            guideline=guideline.id,
+            step=step,
+            back_to=len(self.state),
+            text=reason,
+        )
+        self.note = guideline.text
+
+    # ------------------------------------------------------------ prompts
+
+    def _system_prompt(self) -> str:
+        kg = self.kg
+        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(kg.prefixes.items()))
+        flavour = ""
+        wb = kg.vocab.wikibase
+        if wb:
+            flavour = (
+                "\nThis graph is shaped like Wikidata: items and properties are wd:Q… and wd:P…; "
+                "wdt:P… links an item to its main values; a statement with its qualifiers is reached "
+                "with p:P… (item to statement), ps:P… (statement to value) and pq:P… (statement to "
+                "qualifier value). Names are rdfs:label literals; there is no label SERVICE.\n"
+            )
+        triples = kg.extra.get("triples")
+        graph = kg.name + (f" ({triples} triples)" if triples else "")
+        return Template(_prompt("explore_policy.md")).safe_substitute(
+            graph=graph, prefixes=prefixes, flavour=flavour
+        )
+
+    def _messages(self) -> list[Message]:
+        """The state as a conversation, older observations compacted while it is too long."""
+        head = [Message.system(self.system), Message.user(f"Question: {self.question}")]
+        observations = [s.observation for s in self.state]
+        fixed = sum(len(m.content) for m in head) + sum(
+            len(s.reply_text) + len(s.call.raw_arguments if s.call else "") for s in self.state
+        )
+        limit = self.o.max_context_tokens * CHARS_PER_TOKEN
+        size = fixed + sum(map(len, observations))
+        for i in range(max(0, len(observations) - self.o.keep_recent)):
+            if size <= limit:
+                break
+            if len(observations[i]) <= 400:
+                continue
+            short = compact_text(observations[i])
+            size -= len(observations[i]) - len(short)
+            observations[i] = short
+        messages = list(head)
+        for step, obs in zip(self.state, observations, strict=True):
+            if step.call is None:
+                messages += [
+                    Message.assistant(step.reply_text),
+                    Message.user(f"Observation:\n{obs}"),
+                ]
+                continue
+            # Servers reject tool names outside [A-Za-z0-9_-]; the model's own text keeps the original.
+            call = step.call.model_copy(
+                update={"name": _TOOL_NAME.sub("_", step.call.name)[:64] or "invalid"}
+            )
+            messages += [Message.assistant(step.reply_text, [call]), Message.tool(call, obs)]
+        if self.note:
+            messages.append(Message.user(f"Note: your last action was discarded. {self.note}"))
+        return messages
+
+    def _chat(
+        self, client: LLMClient, messages: list[Message], purpose: str, tools: bool = False
+    ) -> LLMReply:
+        reply = client.chat(messages, EXPLORE_TOOLS if tools else None, budget=self.budget)
+        self._account(reply, purpose)
+        return reply
+
+    def _account(self, reply: LLMReply, purpose: str) -> None:
+        u = reply.usage
+        self.trace.emit(
+            "llm_call",
+            purpose=purpose,
+            model=reply.model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            latency_s=round(u.latency_s, 4),
+            cost_usd=u.cost_usd,
+            cached=u.cached,
+        )
+
+    # ------------------------------------------------------------ entity pruning (SPINACH)
+
+    def _prune(self, page: EntityPage) -> EntityPage:
+        """Keep only the properties that matter for the question, when the page is large."""
+        if sum(len(e.values) for e in page.edges) <= self.o.prune_over:
+            return page
+        p = self.kg.prefixes
+        example = p.compact(page.edges[0].property) if page.edges else "ex:property"
+        system = Template(_prompt("explore_prune.md")).safe_substitute(example=example)
+        user = f"Question: {self.question}\n\nEntity page:\n{page.to_text(self.kg)}"
+        try:
+            got = self.helper.chat_json(
+                [Message.system(system), Message.user(user)], _Keep, budget=self.budget
+            )
+        except LLMOutputError as exc:
+            self.trace.emit("info", message=f"entity not pruned: {exc}")
+            return page
+        self._account(got.reply, "prune")
+        wanted = {self._property_key(k) for k in got.value.keep}
+        always = set(self.kg.vocab.labels) | set(self.kg.vocab.descriptions)
+        edges = [
+            e
+            for e in page.edges
+            if e.property in always or self._property_key(e.property) in wanted
+        ]
+        return dataclasses.replace(page, edges=edges) if edges else page
+
+    def _property_key(self, ident: str) -> str:
+        """One spelling per property: wdt:P31, <…/P31>, P31 and wd:P31 are the same."""
+        ident = ident.strip()
+        try:
+            iri = ident if ident.startswith(("http://", "https://")) else resolve(self.kg, ident)
+        except LookupFailed:
+            return ident
+        return normalise_iri(iri, self.kg.vocab)
+
+    # ------------------------------------------------------------ endings
+
+    def _best(self) -> Step | None:
+        """The latest kept step whose query produced an answer."""
+        return next((s for s in reversed(self.state) if s.record and s.record.answered), None)
+
+    def _conclude(self) -> Answer:
+        best = self._best()
+        assert best is not None  # stop_without_results guarantees it
+        return self._answer("answered", best, None)
+
+    def _exhausted(self, why: str) -> Answer:
+        self.trace.emit("info", message=f"stopped: {why}")
+        best = self._best()
+        if best is None:
+            text = f"No answer: {why} before any query returned a result."
+            return self._answer("budget_exhausted", None, text, reason=why)
+        return self._answer("budget_exhausted", best, None, reason=why)
+
+    def _answer(
+        self,
+        status: Status,
+        best: Step | None,
+        text: str | None,
+        *,
+        error: str | None = None,
+        reason: str | None = None,
+    ) -> Answer:
+        table = best.record.result.table if best and best.record and best.record.result else None
+        sparql = best.query if best else None
+        if text is None and best is not None and table is not None:
+            try:
+                text = self._write_answer(sparql or "", table)
+            except BudgetExceeded:  # no LLM left to phrase it: show the result itself
+                text = self._plain_answer(table)
+            except LLMError as exc:
+                self.trace.emit("error", message=str(exc))
+                status, error, text = "error", str(exc), f"The answer could not be written: {exc}"
+        if status == "budget_exhausted" and best is not None:
+            text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
+        text = text or ""
+        self.trace.emit("answer", text=text, status=status, sparql=sparql)
+        extra = {
+            "actions": len(self.state),
+            "actions_total": self.total,
+            "rollbacks": self.rollbacks,
+            "guidelines": dict(self.fired),
+        }
+        if reason:
+            extra["stopped"] = reason
+        return Answer(
+            question=self.question,
+            strategy="explore",
+            sparql=sparql,
+            results=table,
+            answer=text,
+            trace=self.trace,
+            status=status,
+            error=error,
+            extra=extra,
+        )
+
+    def _plain_answer(self, table: ResultTable) -> str:
+        """The result in words without an LLM: the boolean, or the first values with their labels."""
+        if table.boolean is not None:
+            return "yes" if table.boolean else "no"
+        rows = table.display_rows(self.kg.prefixes, self._labels(table))
+        shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
+        more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
+        return f"The query returned: {shown}{more}"
+
+    def _labels(self, table: ResultTable) -> dict[str, str]:
+        shown = table.rows[:10] + table.rows[-10:]
+        return self.kg.names.labels_of(
+            [t.value for row in shown for t in row.values() if t.kind == "uri"]
+        )
+
+    def _write_answer(self, sparql: str, table: ResultTable) -> str:
+        result = table.to_markdown(self.kg.prefixes, self._labels(table), head=10, tail=10)
+        user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
+        messages = [Message.system(_prompt("explore_answer.md")), Message.user(user)]
+        reply = self.helper.chat(messages, budget=self.budget)
+        self._account(reply, "answer")
+        return reply.text.strip()
+
+
+def create(llm: LLMConfig | None, **options: Any) -> Explore:
+    """Build the explore strategy; options are the fields of ExploreOptions."""
+    if llm is None:
+        raise ValueError(
+            "the explore strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)"
+        )
+    known = {f.name for f in dataclasses.fields(ExploreOptions)}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(f"unknown explore options: {', '.join(sorted(unknown))}")
+    return Explore(llm, ExploreOptions(**options))

@@ -1,0 +1,517 @@
+"""The retrieve strategy (SPARQL-LLM): decompose the question, retrieve example queries and class shapes,
+generate a query, check it against the schema and fix it (at most three times, fed the validator's
+messages), run it where it says it must run, fix it once more from the engine's feedback when it fails or
+finds nothing, and explain the result. About one LLM call per step; no exploration of the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from sparqlnav.answer import Answer, Status
+from sparqlnav.check import CheckReport, endpoint_key, validate
+from sparqlnav.feedback import Feedback, Memory, StepContext, render_guidelines
+from sparqlnav.graph import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.index import (
+    Hit,
+    KGIndex,
+    Mode,
+    RetrievalIndex,
+    build_kg_index,
+    open_kg_index,
+    search_all,
+)
+from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.llm import (
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMOutputError,
+    LLMReply,
+    Message,
+    ToolCall,
+    UsageTotals,
+)
+from sparqlnav.results import ResultTable
+from sparqlnav.schema import Schema
+from sparqlnav.settings import Settings
+from sparqlnav.toolkit import Observation, TracedEndpoint
+from sparqlnav.trace import Trace
+
+_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+_ENDPOINT_LINE = re.compile(r"(?im)^\s*#\s*endpoint\s*:\s*<?([^\s>]+)>?\s*$")
+_BARE_QUERY = re.compile(r"(?is)((?:PREFIX\s+\S*\s*<[^>]*>\s*)*(?:SELECT|ASK|CONSTRUCT|DESCRIBE)\b.*)")
+# Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
+ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
+                     "refused", "engine_error", "unbound_projection")
+
+
+class Decomposition(BaseModel):
+    """The structured output of the decomposition step."""
+
+    sub_questions: list[str] = Field(default_factory=list)
+    classes: list[str] = Field(default_factory=list)
+
+
+class ExampleSplits(Protocol):
+    """Which dataset examples a question may see (the eval's k-fold splits)."""
+
+    folds: tuple[frozenset[str], ...]
+
+    def allowed_for(self, question: str) -> frozenset[str] | None:
+        """Example ids allowed for this question text; None when the text is not in the dataset."""
+        ...
+
+
+@dataclass(frozen=True)
+class RetrieveOptions:
+    """Knobs of the retrieve strategy (defaults follow SPARQL-LLM: 5–10 examples, at most 3 fixes)."""
+
+    k_examples: int = 8
+    k_shapes: int = 6
+    k_endpoints: int = 2
+    max_fixes: int = 3
+    engine_fix: bool = True
+    explain: bool = True
+    mode: Mode = "hybrid"
+    result_rows: int = 20  # rows shown to the LLM when explaining or fixing
+
+
+@dataclass
+class Attempt:
+    """One generated query and what became of it."""
+
+    query: str | None
+    endpoint: str | None
+    report: CheckReport | None = None
+    result: QueryResult | None = None
+
+
+def _prompt(name: str) -> str:
+    return resources.files("sparqlnav").joinpath(f"prompts/{name}").read_text(encoding="utf-8")
+
+
+def extract_query(text: str) -> tuple[str | None, str | None]:
+    """The SPARQL query of a reply (the last `sparql` code block, else the last code block, else bare text)
+    and the endpoint its `# endpoint:` line names."""
+    blocks = _BLOCK.findall(text or "")
+    tagged = [body for lang, body in blocks if lang.lower() in ("sparql", "rq")]
+    body = (tagged or [body for _lang, body in blocks] or [None])[-1]
+    if body is None:
+        found = _BARE_QUERY.search(text or "")
+        body = found.group(1) if found else None
+    if body is None or not body.strip():
+        return None, None
+    named = _ENDPOINT_LINE.search(body)
+    return body.strip(), named.group(1) if named else None
+
+
+def example_block(hit: Hit) -> str:
+    """An example for the prompt: its question, then its query with the endpoint line first."""
+    query = hit.doc.content.strip()
+    if hit.doc.endpoint and not _ENDPOINT_LINE.search(query):
+        query = f"# endpoint: {hit.doc.endpoint}\n{query}"
+    return f"- {hit.doc.title or hit.doc.text}\n\n```sparql\n{query}\n```"
+
+
+def shape_block(hit: Hit) -> str:
+    """A class shape for the prompt, with the endpoint holding it."""
+    where = f" ({hit.doc.endpoint})" if hit.doc.endpoint else ""
+    return f"- {hit.doc.title}{where}:\n\n```\n{hit.doc.content.strip()}\n```"
+
+
+class Retrieve:
+    """The retrieve strategy; one instance answers many questions (thread-safe), each KG's index opened once."""
+
+    name = "retrieve"
+
+    def __init__(
+        self,
+        llm: LLMConfig,
+        options: RetrieveOptions | None = None,
+        *,
+        index: RetrievalIndex | None = None,
+        schema: Schema | None = None,
+        schemas: dict[str, Schema] | None = None,
+        main_endpoint: str | None = None,
+        settings: Settings | None = None,
+        example_splits: ExampleSplits | None = None,
+        endpoint_factory: Callable[[str], Endpoint] | None = None,
+        feedback: Feedback | None = None,
+    ) -> None:
+        self.llm = llm
+        self.options = options or RetrieveOptions()
+        self.settings = settings
+        self.example_splits = example_splits
+        self.endpoint_factory = endpoint_factory
+        self.feedback = feedback
+        self._given: KGIndex | None = None
+        if index is not None:
+            endpoints = sorted({d.endpoint for d in index.documents() if d.endpoint} | set(schemas or {}))
+            self._given = KGIndex(index, schema, dict(schemas or {}), endpoints, main_endpoint)
+        self._contexts: dict[tuple[str, str], KGIndex] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ context
+
+    def _settings(self) -> Settings:
+        if self.settings is None:
+            # The registry builds strategies without settings: read them once, as the entry points do.
+            self.settings = Settings.from_env()
+        return self.settings
+
+    def context(self, kg: KnowledgeGraph, trace: Trace | None = None) -> KGIndex:
+        """The index and schemas for `kg`: as given, as `sparqlnav index` built them, or built now."""
+        if self._given is not None:
+            return self._given
+        with self._lock:
+            key = (kg.name, kg.description)  # what the index folder is keyed by, too
+            found = self._contexts.get(key)
+            if found is not None:
+                return found
+            home = self._settings().home
+            ctx = open_kg_index(kg, home, environ=os.environ)
+            if ctx is None:
+                if trace is not None:
+                    trace.emit("info", message=f"no retrieval index for {kg.name} yet: building one (schema and "
+                               f"the endpoint's own examples; add more with `sparqlnav index --examples`)")
+                from sparqlnav.embed import default_embedder
+
+                embedder = default_embedder()
+                ctx, _stats = build_kg_index(kg, home, embedder=embedder, embedder_spec="minilm" if embedder else "none")
+            self._contexts[key] = ctx
+            return ctx
+
+    # ------------------------------------------------------------ run
+
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+        """Answer one question."""
+        run = _Run(self, question, kg, trace)
+        try:
+            return run.go()
+        finally:
+            run.close()
+
+
+@dataclass
+class _Run:
+    """The state of answering one question."""
+
+    strategy: Retrieve
+    question: str
+    kg: KnowledgeGraph
+    trace: Trace
+    client: LLMClient = field(init=False)
+    messages: list[Message] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    opened: list[Endpoint] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.client = LLMClient(self.strategy.llm)
+        self.options = self.strategy.options
+
+    def close(self) -> None:
+        self.client.close()
+        for endpoint in self.opened:
+            endpoint.close()
+
+    # -- llm
+    def _account(self, reply: LLMReply, purpose: str) -> None:
+        u = reply.usage
+        self.trace.emit("llm_call", purpose=purpose, model=reply.model, input_tokens=u.input_tokens,
+                        output_tokens=u.output_tokens, latency_s=round(u.latency_s, 4), cost_usd=u.cost_usd,
+                        cached=u.cached)
+
+    def _chat(self, messages: Sequence[Message], purpose: str) -> LLMReply:
+        reply = self.client.chat(messages)
+        self._account(reply, purpose)
+        return reply
+
+    # -- steps
+    def go(self) -> Answer:
+        ctx = self.strategy.context(self.kg, self.trace)
+        try:
+            parts = self.decompose()
+            examples, shapes, endpoints = self.retrieve(ctx, parts)
+            attempt = self.generate(ctx, examples, shapes, endpoints)
+            attempt = self.check_and_fix(ctx, attempt)
+            if attempt.query is None:
+                return self.finish(None, None, "error", "No SPARQL query could be written for this question.",
+                                   error="the model's replies held no SPARQL query")
+            attempt.result = self.execute(ctx, attempt)
+            if self.options.engine_fix and not _answered(attempt.result):
+                attempt = self.engine_fix(ctx, attempt)
+        except LLMError as exc:
+            self.trace.emit("error", message=str(exc))
+            last = self.attempts[-1] if self.attempts else None
+            return self.finish(last.query if last else None, None, "error", f"The LLM failed: {exc}", error=str(exc))
+        result = attempt.result
+        assert result is not None
+        if not result.ok or result.table is None:
+            return self.finish(attempt.query, None, "error", f"The query failed: {result.describe()}",
+                               error=result.describe())
+        if result.table.is_empty:
+            return self.finish(attempt.query, result.table, "not_found", "The query ran but found nothing.")
+        try:
+            text = self.explain(attempt.query or "", result.table, attempt.endpoint)
+        except LLMError as exc:
+            self.trace.emit("error", message=str(exc))
+            text = f"The query returned {len(result.table)} row(s) (no explanation: {exc})."
+        return self.finish(attempt.query, result.table, "answered", text)
+
+    def decompose(self) -> Decomposition:
+        messages = [Message.system(_prompt("retrieve_decompose.md")), Message.user(self.question)]
+        before = self.client.totals
+        try:
+            found = self.client.chat_json(messages, Decomposition, repairs=1)
+        except LLMOutputError as exc:
+            # Retrieval still works with the question alone.
+            self.trace.emit("info", message=f"question not decomposed: {exc}")
+            return Decomposition()
+        finally:
+            self._account_since(before, "decompose")
+        parts = found.value
+        self.trace.emit("thought", text="Sub-questions: " + ("; ".join(parts.sub_questions) or "(none)")
+                        + ". Classes: " + (", ".join(parts.classes) or "(none)") + ".")
+        return parts
+
+    def _account_since(self, before: UsageTotals, purpose: str) -> None:
+        """Record the calls made since `before` (structured output may repair, and a failed call still costs)."""
+        after = self.client.totals
+        for n in range(after.llm_calls - before.llm_calls):
+            first = n == 0
+            self.trace.emit("llm_call", purpose=purpose, model=self.strategy.llm.model,
+                            input_tokens=after.input_tokens - before.input_tokens if first else 0,
+                            output_tokens=after.output_tokens - before.output_tokens if first else 0,
+                            latency_s=round(after.seconds - before.seconds, 4) if first else 0.0,
+                            cost_usd=after.cost_usd - before.cost_usd if first else 0.0,
+                            cached=after.cached_calls > before.cached_calls)
+
+    def _excluded(self, index: RetrievalIndex) -> set[str]:
+        splits = self.strategy.example_splits
+        if splits is None:
+            return set()
+        allowed = splits.allowed_for(self.question)
+        if allowed is None:
+            return set()
+        known = frozenset().union(*splits.folds)
+        return {f"example:{i}" for i in known - allowed}
+
+    def retrieve(self, ctx: KGIndex, parts: Decomposition) -> tuple[list[Hit], list[Hit], list[Hit]]:
+        o = self.options
+        index = ctx.index
+        exclude = self._excluded(index)
+        examples = search_all(index, [self.question, *parts.sub_questions], k=o.k_examples, kinds=["example"],
+                              exclude=exclude, mode=o.mode)
+        shapes = search_all(index, [*parts.classes, *parts.sub_questions, self.question], k=o.k_shapes,
+                            kinds=["shape"], mode=o.mode)
+        endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
+        self.trace.emit("action", tool="retrieve", arguments={"texts": [self.question, *parts.sub_questions],
+                                                              "classes": parts.classes, "excluded": len(exclude)})
+        lines = ["Examples:"] + [f"  {h.doc.title or h.doc.text}" + (f" [{h.doc.endpoint}]" if h.doc.endpoint else "")
+                                 for h in examples]
+        lines += ["Classes:"] + [f"  {h.doc.title} ({h.doc.meta.get('class', h.doc.id)})" for h in shapes]
+        self.trace.emit("observation", text="\n".join(lines), examples=[h.doc.id for h in examples],
+                        shapes=[h.doc.id for h in shapes])
+        return examples, shapes, endpoints
+
+    def _endpoints_text(self, ctx: KGIndex, endpoint_hits: Sequence[Hit]) -> str:
+        main = ctx.main_endpoint or self.kg.endpoint.url
+        lines = [f"- The question is asked of {self.kg.name} ({self.kg.description}); send queries to {main}"
+                 + (" unless the data lives elsewhere." if ctx.endpoints else ".")]
+        others = [e for e in ctx.endpoints if endpoint_key(e) != endpoint_key(main)]
+        if others:
+            lines.append("- Other endpoints the examples use: " + ", ".join(others))
+        for h in endpoint_hits:
+            if h.doc.content and h.doc.endpoint and endpoint_key(h.doc.endpoint) != endpoint_key(main):
+                lines.append(f"- {h.doc.endpoint}: {h.doc.content}")
+        return "\n".join(lines)
+
+    def generate(self, ctx: KGIndex, examples: list[Hit], shapes: list[Hit], endpoints: list[Hit]) -> Attempt:
+        system = Template(_prompt("retrieve_generate.md")).safe_substitute(
+            endpoints=self._endpoints_text(ctx, endpoints),
+            examples="\n\n".join(example_block(h) for h in examples) or "(no examples)",
+            shapes="\n\n".join(shape_block(h) for h in shapes) or "(no schema information)",
+        )
+        self.messages = [Message.system(system), Message.user(self.question)]
+        return self._ask("generate")
+
+    def _ask(self, purpose: str) -> Attempt:
+        reply = self._chat(self.messages, purpose)
+        self.messages.append(reply.as_message())
+        query, endpoint = extract_query(reply.text)
+        attempt = Attempt(query, endpoint)
+        self.attempts.append(attempt)
+        if query is not None:
+            self.trace.emit("thought", text=f"Query ({purpose}):\n{query}", purpose=purpose)
+        return attempt
+
+    def _check(self, ctx: KGIndex, attempt: Attempt) -> CheckReport:
+        assert attempt.query is not None
+        target = self._target_endpoint(ctx, attempt.endpoint)[1]
+        report = validate(attempt.query, ctx.schema_for(target), prefixes=dict(self.kg.prefixes.items()),
+                          schemas_by_endpoint=self._service_schemas(ctx, target))
+        attempt.report = report
+        self.trace.emit("feedback", source="validator", ok=report.ok, text=report.text(),
+                        issues=[i.to_dict() for i in report.issues])
+        if report.ok:
+            attempt.query = report.query  # with repaired prefixes
+        return report
+
+    def _service_schemas(self, ctx: KGIndex, target: str | None) -> dict[str, Schema]:
+        out = dict(ctx.schemas)
+        if ctx.schema is not None and target is not None:
+            # A SERVICE back to the KG itself is checked against the KG's schema.
+            out[ctx.main_endpoint or self.kg.endpoint.url] = ctx.schema
+        return out
+
+    def check_and_fix(self, ctx: KGIndex, attempt: Attempt) -> Attempt:
+        for fix in range(self.options.max_fixes + 1):
+            if attempt.query is None:
+                problem = "Your reply contained no SPARQL query."
+            else:
+                report = self._check(ctx, attempt)
+                if report.ok:
+                    return attempt
+                problem = "\n".join(f"- {i.message}" + (f" (line {i.line})" if i.line else "")
+                                    for i in report.issues if i.severity == "error")
+            if fix == self.options.max_fixes:
+                break
+            self.messages.append(Message.user(Template(_prompt("retrieve_fix.md")).safe_substitute(issues=problem)))
+            attempt = self._ask(f"fix {fix + 1}")
+        if attempt.query is None:
+            # Fall back to the last query that was written at all.
+            attempt = next((a for a in reversed(self.attempts) if a.query is not None), attempt)
+        elif attempt.report is not None and not attempt.report.ok:
+            self.trace.emit("info", message="the query still has schema issues after the last fix; running it anyway")
+        return attempt
+
+    def _target_endpoint(self, ctx: KGIndex, named: str | None) -> tuple[Endpoint, str | None]:
+        """Where a query runs: the KG unless it names another endpoint the index knows."""
+        if named is None:
+            return self.kg.endpoint, None
+        key = endpoint_key(named)
+        own = {endpoint_key(u) for u in (ctx.main_endpoint, self.kg.endpoint.url) if u}
+        if key in own:
+            return self.kg.endpoint, None
+        known = next((e for e in [*ctx.endpoints, *ctx.schemas] if endpoint_key(e) == key), None)
+        if known is None:
+            self.trace.emit("info", message=f"the query names {named}, which no example or schema mentions: "
+                            f"running it on {self.kg.name} instead")
+            return self.kg.endpoint, None
+        for endpoint in self.opened:
+            if endpoint_key(endpoint.url) == key:
+                return endpoint, known
+        factory = self.strategy.endpoint_factory or (lambda url: self._remote(url, ctx))
+        endpoint = factory(known)
+        self.opened.append(endpoint)
+        return endpoint, known
+
+    def _remote(self, url: str, ctx: KGIndex) -> Endpoint:
+        settings = self.strategy._settings()
+        # Federated examples name their SERVICE endpoints: those may be called from the target too.
+        return RemoteEndpoint(url, limits=settings.limits,
+                              http=HttpOptions(user_agent=settings.user_agent, headers=dict(settings.headers)),
+                              allowed_services=[*settings.allowed_services, *ctx.endpoints])
+
+    def execute(self, ctx: KGIndex, attempt: Attempt) -> QueryResult:
+        assert attempt.query is not None
+        endpoint, url = self._target_endpoint(ctx, attempt.endpoint)
+        attempt.endpoint = url
+        return TracedEndpoint(endpoint, self.trace).query(attempt.query)
+
+    def engine_fix(self, ctx: KGIndex, attempt: Attempt) -> Attempt:
+        result = attempt.result
+        assert result is not None and attempt.query is not None
+        guidelines = self._engine_guidelines(attempt.query, result)
+        for g in guidelines:
+            self.trace.emit("feedback", id=g.id, source=g.source, text=g.text)
+        details = render_guidelines(guidelines) or result.message
+        outcome = "returned no rows" if result.outcome in (Outcome.EMPTY, Outcome.OK) else f"failed ({result.describe()})"
+        where = attempt.endpoint or self.kg.name
+        self.messages.append(Message.user(Template(_prompt("retrieve_engine_fix.md")).safe_substitute(
+            endpoint=where, outcome=outcome, details=details, question=self.question)))
+        retry = self._ask("engine fix")
+        if retry.query is None:
+            return attempt
+        report = self._check(ctx, retry)
+        if not report.ok:
+            self.trace.emit("info", message="the engine fix has schema issues; running it anyway")
+        retry.result = self.execute(ctx, retry)
+        # Keep the retry unless it did worse than the first query.
+        if _answered(retry.result) or not result.ok or retry.result.ok:
+            return retry
+        return attempt
+
+    def _engine_guidelines(self, query: str, result: QueryResult) -> list[Any]:
+        feedback = self.strategy.feedback or Feedback()
+        self.strategy.feedback = feedback
+        memory = Memory(prefixes=self.kg.prefixes, vocab=self.kg.vocab)
+        text = result.table.to_markdown(self.kg.prefixes) if result.table is not None else result.describe()
+        ctx = StepContext(memory=memory, call=ToolCall(id="retrieve", name="execute_sparql", arguments={"query": query}),
+                          query=query, observation=Observation(text, result, ok=result.ok), result=result)
+        return [g for g in feedback.check(ctx, "after") if g.id in ENGINE_GUIDELINES]
+
+    def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:
+        if not self.options.explain:
+            return f"The query returned {len(table)} row(s)." if not table.is_boolean else f"The answer is {'yes' if table.boolean else 'no'}."
+        labels = self._labels(table) if endpoint is None else {}
+        half = max(1, self.options.result_rows // 2)
+        shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
+        user = f"Question: {self.question}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
+        reply = self._chat([Message.system(_prompt("retrieve_explain.md")), Message.user(user)], "explain")
+        return reply.text.strip()
+
+    def _labels(self, table: ResultTable) -> dict[str, str]:
+        half = max(1, self.options.result_rows // 2)
+        rows = table.rows[:half] + table.rows[-half:]
+        iris = [t.value for row in rows for t in row.values() if t.kind == "uri"]
+        return self.kg.names.labels_of(iris) if iris else {}
+
+    def finish(self, sparql: str | None, table: ResultTable | None, status: Status, text: str,
+               *, error: str | None = None) -> Answer:
+        self.trace.emit("answer", text=text, status=status, sparql=sparql)
+        fixes = sum(1 for e in self.trace.of_kind("llm_call") if str(e.data.get("purpose", "")).startswith("fix"))
+        last = self.attempts[-1] if self.attempts else None
+        return Answer(
+            question=self.question,
+            strategy="retrieve",
+            sparql=sparql,
+            results=table,
+            answer=text,
+            trace=self.trace,
+            status=status,
+            error=error,
+            extra={"fixes": fixes, "endpoint": last.endpoint if last else None},
+        )
+
+
+def _answered(result: QueryResult | None) -> bool:
+    return result is not None and result.outcome is Outcome.OK and result.table is not None and not result.table.is_empty
+
+
+def create(llm: LLMConfig | None, **options: Any) -> Retrieve:
+    """Build the retrieve strategy: options are RetrieveOptions fields plus `index`, `schema`, `schemas`,
+    `main_endpoint`, `settings`, `example_splits`, `endpoint_factory` and `feedback`."""
+    if llm is None:
+        raise ValueError("the retrieve strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)")
+    fields = {f.name for f in dataclasses.fields(RetrieveOptions)}
+    extra = {"index", "schema", "schemas", "main_endpoint", "settings", "example_splits", "endpoint_factory", "feedback"}
+    unknown = set(options) - fields - extra
+    if unknown:
+        raise TypeError(f"unknown retrieve options: {', '.join(sorted(unknown))}")
+    knobs = RetrieveOptions(**{k: v for k, v in options.items() if k in fields})
+    return Retrieve(llm, knobs, **{k: v for k, v in options.items() if k in extra})
+
+
+__all__ = ["Decomposition", "ExampleSplits", "Retrieve", "RetrieveOptions", "create", "extract_query"]

@@ -1,0 +1,503 @@
+/* The sparqlnav web UI: a chat whose answers show their streamed steps, the final SPARQL (highlighted,
+   copyable, editable, re-runnable), the results with labels and clickable IRIs, and the answer; plus a
+   plain SPARQL editor. Plain browser JavaScript; everything it loads comes from this server. */
+(function () {
+  "use strict";
+
+  const $ = (sel) => document.querySelector(sel);
+  const el = (tag, cls, text) => {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  };
+  const XSD = "http://www.w3.org/2001/XMLSchema#";
+  const state = { info: null, busy: false };
+
+  // -- HTTP ---------------------------------------------------------------------------------------
+
+  function headers(json) {
+    const h = {};
+    if (json) h["Content-Type"] = "application/json";
+    const token = localStorage.getItem("sparqlnav-token");
+    if (token) h["Authorization"] = "Bearer " + token;
+    return h;
+  }
+
+  async function problem(resp) {
+    let detail = resp.status + " " + resp.statusText;
+    try {
+      const body = await resp.json();
+      if (body && body.detail) detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+    } catch (_) { /* not JSON: keep the status line */ }
+    if (resp.status === 401) notice("The server wants an API token: click “Token” to set it.", "error");
+    return new Error(detail);
+  }
+
+  async function getJSON(url) {
+    const resp = await fetch(url, { headers: headers(false) });
+    if (!resp.ok) throw await problem(resp);
+    return resp.json();
+  }
+
+  async function postJSON(url, body) {
+    const resp = await fetch(url, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+    if (!resp.ok) throw await problem(resp);
+    return resp.json();
+  }
+
+  /** POST and read server-sent events; calls onEvent(name, data) for each. */
+  async function postStream(url, body, onEvent) {
+    const resp = await fetch(url, {
+      method: "POST",
+      headers: Object.assign(headers(true), { Accept: "text/event-stream" }),
+      body: JSON.stringify(body),
+    });
+    if (!resp.ok) throw await problem(resp);
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let name = "message";
+        const data = [];
+        for (const line of frame.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+      }
+    }
+  }
+
+  // -- small pieces -------------------------------------------------------------------------------
+
+  function notice(text, kind) {
+    const box = $("#notice");
+    box.textContent = text;
+    box.className = "notice " + (kind || "");
+    box.hidden = !text;
+  }
+
+  function currentKg() { return $("#kg").value || null; }
+  function currentStrategy() { return $("#strategy").value || null; }
+
+  function clip(text, n) {
+    const s = String(text);
+    return s.length > n ? s.slice(0, n - 1) + "…" : s;
+  }
+
+  function copyText(text, button) {
+    const done = () => {
+      const old = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(() => { button.textContent = old; }, 1200);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, () => fallbackCopy(text, done));
+    } else {
+      fallbackCopy(text, done);
+    }
+  }
+
+  function fallbackCopy(text, done) {
+    const area = el("textarea");
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } finally { area.remove(); }
+    done();
+  }
+
+  // -- results ------------------------------------------------------------------------------------
+
+  /** A cell for one SPARQL JSON term: IRIs link to their entity panel and show their label. */
+  function termNode(term, display) {
+    if (!term) return el("span", "unbound", "");
+    const labels = (display && display.labels) || {};
+    const compact = (display && display.compact) || {};
+    if (term.type === "uri") {
+      const a = el("a", "iri");
+      a.href = term.value;
+      a.dataset.iri = term.value;
+      a.title = term.value;
+      const label = labels[term.value];
+      if (label) {
+        a.appendChild(el("span", "label", label));
+        a.appendChild(el("span", "qname", compact[term.value] || term.value));
+      } else {
+        a.appendChild(el("span", "qname only", compact[term.value] || term.value));
+      }
+      a.addEventListener("click", (ev) => {
+        if (ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return; // let the browser open it
+        ev.preventDefault();
+        showEntity(term.value);
+      });
+      return a;
+    }
+    if (term.type === "bnode") return el("span", "bnode", "_:" + term.value);
+    const span = el("span", "literal", term.value);
+    if (term["xml:lang"]) span.appendChild(el("span", "lang", "@" + term["xml:lang"]));
+    else if (term.datatype && !term.datatype.startsWith(XSD)) {
+      span.appendChild(el("span", "dtype", "^^" + (compact[term.datatype] || term.datatype)));
+    }
+    return span;
+  }
+
+  /** Render SPARQL JSON results (with display labels) into `target`. */
+  function renderResults(target, results, display, note) {
+    target.textContent = "";
+    if (!results) return;
+    if ("boolean" in results) {
+      target.appendChild(el("div", "boolean", results.boolean ? "true" : "false"));
+      return;
+    }
+    const vars = (results.head && results.head.vars) || [];
+    const rows = (results.results && results.results.bindings) || [];
+    const summary = el("div", "summary", rows.length + (rows.length === 1 ? " row" : " rows") + (note ? " · " + note : ""));
+    if (results.sparqlnav && results.sparqlnav.truncated) {
+      summary.appendChild(el("span", "warn", " · cut at " + (results.sparqlnav.cap || "a cap") + ": more rows exist"));
+    }
+    target.appendChild(summary);
+    if (!rows.length) return;
+    const scroller = el("div", "table-scroll");
+    const table = el("table", "results-table");
+    const thead = el("thead");
+    const hr = el("tr");
+    for (const v of vars) hr.appendChild(el("th", null, "?" + v));
+    thead.appendChild(hr);
+    table.appendChild(thead);
+    const tbody = el("tbody");
+    const limit = 1000;
+    rows.slice(0, limit).forEach((row) => {
+      const tr = el("tr");
+      for (const v of vars) {
+        const td = el("td");
+        td.appendChild(termNode(row[v], display));
+        tr.appendChild(td);
+      }
+      tbody.appendChild(tr);
+    });
+    table.appendChild(tbody);
+    scroller.appendChild(table);
+    target.appendChild(scroller);
+    if (rows.length > limit) target.appendChild(el("div", "summary", "showing the first " + limit + " rows"));
+  }
+
+  async function runQuery(query, resultsTarget, statusTarget) {
+    statusTarget.textContent = "running…";
+    statusTarget.className = "status running";
+    try {
+      const data = await postJSON("/api/sparql", { query: query, kg: currentKg() });
+      statusTarget.textContent = data.outcome + " · " + data.seconds.toFixed(3) + " s";
+      statusTarget.className = "status ok";
+      renderResults(resultsTarget, data.results, data.display);
+    } catch (err) {
+      statusTarget.textContent = err.message;
+      statusTarget.className = "status error";
+    }
+  }
+
+  // -- entity panel -------------------------------------------------------------------------------
+
+  async function showEntity(iri) {
+    const panel = $("#entity-panel");
+    const body = $("#entity-body");
+    panel.hidden = false;
+    $("#entity-title").textContent = iri;
+    body.textContent = "loading…";
+    try {
+      const kg = currentKg();
+      const page = await getJSON("/api/entity?id=" + encodeURIComponent("<" + iri + ">") + (kg ? "&kg=" + encodeURIComponent(kg) : ""));
+      const display = { labels: {}, compact: page.compact || {} };
+      for (const e of page.edges) {
+        if (e.label) display.labels[e.property] = e.label;
+        for (const v of e.values) if (v.label) display.labels[v.value.value] = v.label;
+      }
+      $("#entity-title").textContent = page.label || (page.compact && page.compact[page.iri]) || page.iri;
+      body.textContent = "";
+      const link = el("a", "iri-raw", page.iri);
+      link.href = page.iri;
+      link.target = "_blank";
+      link.rel = "noopener";
+      body.appendChild(link);
+      if (page.description) body.appendChild(el("p", "desc", page.description));
+      const table = el("table", "edges");
+      for (const e of page.edges) {
+        e.values.forEach((v, i) => {
+          const tr = el("tr");
+          const th = el("th");
+          if (i === 0) th.appendChild(termNode({ type: "uri", value: e.property }, display));
+          tr.appendChild(th);
+          const td = el("td");
+          td.appendChild(termNode(v.value, display));
+          for (const q of v.qualifiers || []) {
+            const qd = el("div", "qualifier");
+            qd.appendChild(termNode({ type: "uri", value: q.property }, { labels: { [q.property]: q.label }, compact: {} }));
+            qd.appendChild(document.createTextNode(": "));
+            qd.appendChild(termNode(q.value, { labels: q.value_label ? { [q.value.value]: q.value_label } : {}, compact: {} }));
+            td.appendChild(qd);
+          }
+          tr.appendChild(td);
+          table.appendChild(tr);
+        });
+      }
+      if (!page.edges.length) body.appendChild(el("p", "muted", "no outgoing edges"));
+      body.appendChild(table);
+    } catch (err) {
+      body.textContent = err.message;
+    }
+  }
+
+  // -- the chat -----------------------------------------------------------------------------------
+
+  const EVENT_TITLES = {
+    thought: "thought", action: "action", observation: "observation", sparql: "query", feedback: "feedback",
+    rollback: "rollback", llm_call: "LLM", info: "note", error: "error",
+  };
+
+  /** One line (and an expandable body) for a trace event. */
+  function eventNode(ev) {
+    const d = ev.data || {};
+    const li = el("li", "event ev-" + ev.kind);
+    li.dataset.kind = ev.kind;
+    li.appendChild(el("span", "ev-kind", EVENT_TITLES[ev.kind] || ev.kind));
+    const body = el("div", "ev-body");
+    if (ev.kind === "thought") {
+      body.textContent = d.text || "";
+    } else if (ev.kind === "action") {
+      body.appendChild(el("code", "tool", d.tool || d.name || "?"));
+      body.appendChild(el("code", "args", "(" + clip(JSON.stringify(d.arguments || d.args || {}), 400) + ")"));
+    } else if (ev.kind === "observation") {
+      const text = String(d.text || "");
+      const pre = el("pre", "obs", clip(text, 900));
+      body.appendChild(pre);
+      if (text.length > 900) {
+        const more = el("button", "linkish more", "show all");
+        more.type = "button";
+        more.addEventListener("click", () => { pre.textContent = text; more.remove(); });
+        body.appendChild(more);
+      }
+    } else if (ev.kind === "sparql") {
+      const head = el("div", "sparql-head");
+      head.appendChild(el("span", "outcome outcome-" + d.outcome, d.outcome));
+      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + " rows"));
+      if (d.seconds !== undefined) head.appendChild(el("span", "muted", " · " + d.seconds + " s"));
+      if (d.message) head.appendChild(el("span", "muted", " · " + clip(d.message, 200)));
+      body.appendChild(head);
+      const details = el("details", "q");
+      details.appendChild(el("summary", null, clip(String(d.query || "").replace(/\s+/g, " "), 140)));
+      const code = el("pre", "sparql-code");
+      SparqlHighlight.highlightInto(code, String(d.query || ""));
+      details.appendChild(code);
+      body.appendChild(details);
+    } else if (ev.kind === "llm_call") {
+      body.textContent = (d.input_tokens || 0) + " in / " + (d.output_tokens || 0) + " out tokens" +
+        (d.latency_s !== undefined ? " · " + d.latency_s + " s" : "") + (d.model ? " · " + d.model : "");
+    } else {
+      const text = d.text || d.message || d.guideline || d.reason || "";
+      body.textContent = text ? String(text) : clip(JSON.stringify(d), 600);
+    }
+    li.appendChild(body);
+    li.appendChild(el("span", "ev-time", ev.t !== undefined ? ev.t.toFixed(2) + " s" : ""));
+    return li;
+  }
+
+  function renderAnswer(turn, answer) {
+    const box = turn.querySelector(".answer");
+    box.textContent = "";
+    const status = answer.status || "answered";
+    box.appendChild(el("div", "answer-text status-" + status, answer.answer || "(no answer)"));
+    if (answer.error) box.appendChild(el("div", "error-text", answer.error));
+
+    const display = (answer.extra && answer.extra.display) || {};
+    const resultsBox = el("div", "results");
+    if (answer.sparql) {
+      const block = el("div", "sparql-block");
+      block.appendChild(el("div", "block-title", "SPARQL"));
+      const statusLine = el("span", "status");
+      const editor = SparqlHighlight.createEditor(answer.sparql, {
+        label: "Final SPARQL query",
+        onRun: (q) => runQuery(q, resultsBox, statusLine),
+      });
+      block.appendChild(editor.element);
+      const row = el("div", "row");
+      const copy = el("button", "copy", "Copy");
+      copy.type = "button";
+      copy.addEventListener("click", () => copyText(editor.get(), copy));
+      const run = el("button", "run", "Run");
+      run.type = "button";
+      run.addEventListener("click", () => runQuery(editor.get(), resultsBox, statusLine));
+      const reset = el("button", "linkish reset", "reset");
+      reset.type = "button";
+      reset.addEventListener("click", () => {
+        editor.set(answer.sparql);
+        renderResults(resultsBox, answer.results, display);
+        statusLine.textContent = "";
+      });
+      row.append(copy, run, reset, statusLine);
+      block.appendChild(row);
+      box.appendChild(block);
+    }
+    box.appendChild(resultsBox);
+    renderResults(resultsBox, answer.results, display);
+
+    const u = answer.usage || {};
+    const bits = [answer.strategy, status, (u.sparql_queries || 0) + " queries"];
+    if (u.llm_calls) bits.push(u.llm_calls + " LLM calls (" + (u.input_tokens || 0) + "+" + (u.output_tokens || 0) + " tokens)");
+    if (u.cost_usd) bits.push("$" + u.cost_usd.toFixed(4));
+    bits.push((u.seconds || 0).toFixed(2) + " s");
+    box.appendChild(el("div", "usage", bits.join(" · ")));
+  }
+
+  function newTurn(question) {
+    const welcome = $("#welcome");
+    if (welcome) welcome.remove();
+    const turn = el("article", "turn");
+    turn.appendChild(el("div", "question", question));
+    const steps = el("details", "steps");
+    steps.open = true;
+    const summary = el("summary");
+    summary.appendChild(el("span", "steps-title", "Steps"));
+    summary.appendChild(el("span", "steps-count", "0"));
+    summary.appendChild(el("span", "spinner", ""));
+    steps.appendChild(summary);
+    steps.appendChild(el("ol", "events"));
+    turn.appendChild(steps);
+    turn.appendChild(el("div", "answer pending", "working…"));
+    $("#chat").appendChild(turn);
+    return turn;
+  }
+
+  async function ask(question) {
+    if (state.busy) return;
+    state.busy = true;
+    $("#ask-button").disabled = true;
+    notice("");
+    const turn = newTurn(question);
+    const list = turn.querySelector(".events");
+    const count = turn.querySelector(".steps-count");
+    let n = 0;
+    try {
+      await postStream("/api/ask/stream", { question: question, kg: currentKg(), strategy: currentStrategy() }, (name, data) => {
+        if (name === "trace") {
+          if (data.kind === "answer") return;
+          list.appendChild(eventNode(data));
+          n += 1;
+          count.textContent = String(n);
+          list.lastChild.scrollIntoView({ block: "nearest" });
+        } else if (name === "answer") {
+          turn.querySelector(".answer").classList.remove("pending");
+          renderAnswer(turn, data);
+          turn.classList.add("done");
+        } else if (name === "error") {
+          throw new Error(data.detail || "the run failed");
+        }
+      });
+      if (!turn.classList.contains("done")) throw new Error("the stream ended without an answer");
+    } catch (err) {
+      const box = turn.querySelector(".answer");
+      box.classList.remove("pending");
+      box.textContent = "";
+      box.appendChild(el("div", "error-text", err.message));
+      turn.classList.add("failed");
+    } finally {
+      turn.querySelector(".steps").classList.add("finished");
+      state.busy = false;
+      $("#ask-button").disabled = false;
+      turn.scrollIntoView({ block: "end" });
+    }
+  }
+
+  // -- setup --------------------------------------------------------------------------------------
+
+  function setMode(mode) {
+    const ask = mode === "ask";
+    $("#ask-view").hidden = !ask;
+    $("#sparql-view").hidden = ask;
+    $("#strategy-picker").hidden = !ask;
+    $("#mode-ask").classList.toggle("active", ask);
+    $("#mode-sparql").classList.toggle("active", !ask);
+    $("#mode-ask").setAttribute("aria-selected", String(ask));
+    $("#mode-sparql").setAttribute("aria-selected", String(!ask));
+    (ask ? $("#question") : sparqlEditor.textarea).focus();
+  }
+
+  let sparqlEditor = null;
+
+  async function init() {
+    const resultsBox = $("#sparql-results");
+    const statusLine = $("#sparql-status");
+    sparqlEditor = SparqlHighlight.createEditor("SELECT ?s ?p ?o WHERE {\n  ?s ?p ?o .\n}\nLIMIT 10", {
+      label: "SPARQL editor",
+      minRows: 8,
+      onRun: (q) => runQuery(q, resultsBox, statusLine),
+    });
+    $("#sparql-editor-slot").appendChild(sparqlEditor.element);
+    $("#sparql-run").addEventListener("click", () => runQuery(sparqlEditor.get(), resultsBox, statusLine));
+    $("#mode-ask").addEventListener("click", () => setMode("ask"));
+    $("#mode-sparql").addEventListener("click", () => setMode("sparql"));
+    $("#entity-close").addEventListener("click", () => { $("#entity-panel").hidden = true; });
+    $("#ask-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const q = $("#question").value.trim();
+      if (!q) return;
+      $("#question").value = "";
+      ask(q);
+    });
+    $("#question").addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey) {
+        ev.preventDefault();
+        $("#ask-form").requestSubmit();
+      }
+    });
+    $("#token-button").addEventListener("click", () => {
+      $("#token-input").value = localStorage.getItem("sparqlnav-token") || "";
+      $("#token-dialog").showModal();
+    });
+    $("#token-dialog").addEventListener("close", () => {
+      if ($("#token-dialog").returnValue === "save") {
+        const t = $("#token-input").value.trim();
+        if (t) localStorage.setItem("sparqlnav-token", t); else localStorage.removeItem("sparqlnav-token");
+        loadInfo();
+      }
+    });
+    await loadInfo();
+  }
+
+  async function loadInfo() {
+    try {
+      const info = await getJSON("/api/info");
+      state.info = info;
+      const kg = $("#kg");
+      kg.textContent = "";
+      for (const k of info.kgs) {
+        const opt = el("option", null, k.name);
+        opt.value = k.name;
+        if (k.description) opt.title = k.description;
+        kg.appendChild(opt);
+      }
+      kg.value = info.default_kg;
+      const strat = $("#strategy");
+      strat.textContent = "";
+      for (const s of info.strategies) {
+        const opt = el("option", null, s);
+        opt.value = s;
+        strat.appendChild(opt);
+      }
+      strat.value = info.strategies.includes(info.default_strategy) ? info.default_strategy : "auto";
+      if (!info.llm) strat.title = "No LLM is configured: auto uses the lexical strategy";
+      document.body.dataset.ready = "true";
+    } catch (err) {
+      notice("Cannot reach the server: " + err.message, "error");
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", init);
+})();

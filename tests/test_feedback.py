@@ -1,0 +1,355 @@
+"""Each guideline trigger of the feedback module, on real query results from the demo KG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparqlnav.feedback import (
+    DETECTORS,
+    Feedback,
+    FeedbackOptions,
+    Guideline,
+    Memory,
+    Record,
+    StepContext,
+    canonical_query,
+    iris_in_text,
+    load_catalogue,
+    query_iris,
+    render_guidelines,
+)
+from sparqlnav.graph import Outcome, QueryResult
+from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.llm import ToolCall
+from sparqlnav.strategies.explore import with_prefixes
+from sparqlnav.toolkit import EXPLORE_TOOLS, Toolkit
+from sparqlnav.trace import Trace
+
+WD = "https://demo.sparqlnav.org/entity/"
+DISCOVERERS_OF_OXYGEN = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who }"
+
+
+@pytest.fixture(scope="module")
+def tools(demo: KnowledgeGraph) -> Toolkit:
+    return Toolkit(demo, Trace())
+
+
+@pytest.fixture
+def memory(demo: KnowledgeGraph) -> Memory:
+    return Memory(demo.prefixes, demo.vocab)
+
+
+def call(name: str, raw: str | None = None, **arguments: Any) -> ToolCall:
+    if raw is not None:
+        return ToolCall(
+            id="c1", name=name, raw_arguments=raw, parse_error="arguments are not valid JSON"
+        )
+    return ToolCall(id="c1", name=name, arguments=arguments)
+
+
+def fired(ctx: StepContext, stage: Any = None, options: FeedbackOptions | None = None) -> list[str]:
+    return [g.id for g in Feedback(options=options).check(ctx, stage)]
+
+
+def ran(tools: Toolkit, memory: Memory, query: str, **kw: Any) -> StepContext:
+    """A context for an execute_sparql step, after it really ran on the demo KG."""
+    full = with_prefixes(query, tools.kg)
+    obs = tools.execute_sparql(full)
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=full, **kw
+    )
+    ctx.observation, ctx.result = obs, obs.value
+    return ctx
+
+
+def see(memory: Memory, tools: Toolkit, text: str) -> None:
+    """Record a search step whose observation the model saw."""
+    obs = tools.search(text)
+    memory.record(Record("search", {"query": text}), obs.text)
+
+
+# -- the catalogue
+
+
+def test_catalogue_is_data_with_one_detector_per_guideline() -> None:
+    catalogue = load_catalogue()
+    assert list(catalogue) == list(DETECTORS)  # same ids, same order
+    assert {g.source for g in catalogue.values()} == {"engine", "interpreter", "memory"}
+    for g in catalogue.values():
+        assert g.trigger and g.text and "\n" not in g.text
+    assert catalogue["malformed_call"].blocks and not catalogue["empty_result"].blocks
+
+
+def test_a_catalogue_without_a_detector_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "- {id: made_up, source: memory, stage: after, trigger: never, text: hello}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="made_up"):
+        Feedback(load_catalogue(path))
+
+
+def test_render_fills_details_and_keeps_unknown_placeholders() -> None:
+    g = Guideline("x", "engine", "after", False, "t", "at {where}: {message}")
+    shown = g.render({"message": "boom"})
+    assert shown.text == "at {where}: boom" and shown.details == {"message": "boom"}
+    assert render_guidelines([shown]) == "Guideline (x): at {where}: boom"
+
+
+# -- interpreter
+
+
+def test_no_action(memory: Memory) -> None:
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=None)
+    (g,) = Feedback().check(ctx, "before")
+    assert g.id == "no_action" and "execute_sparql()" in g.text and g.blocks
+
+
+def test_malformed_call(memory: Memory) -> None:
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", raw='{"query": "SELECT'))
+    (g,) = Feedback().check(ctx, "before")
+    assert g.id == "malformed_call"
+    assert "arguments are not valid JSON" in g.text and 'execute_sparql({"query": "…"})' in g.text
+
+
+def test_unknown_tool(memory: Memory) -> None:
+    assert fired(StepContext(memory, EXPLORE_TOOLS, call=call("get_wikidata_entry", id="Q8"))) == [
+        "unknown_tool"
+    ]
+    assert fired(StepContext(memory, EXPLORE_TOOLS, call=call("get_entity", id="wd:Q8"))) == []
+
+
+def test_missing_argument(memory: Memory) -> None:
+    for args in ({}, {"query": "   "}):
+        ctx = StepContext(memory, EXPLORE_TOOLS, call=call("search", **args))
+        (g,) = Feedback().check(ctx)
+        assert g.id == "missing_argument" and "query" in g.text
+
+
+def test_wrong_argument(memory: Memory) -> None:
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("get_entity", id=8, lang="en"))
+    (g,) = Feedback().check(ctx)
+    assert g.id == "wrong_argument"
+    assert "unknown argument 'lang'" in g.text and "id must be a string, not int" in g.text
+
+
+def test_several_actions_does_not_block(memory: Memory) -> None:
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("search", query="oxygen"), extra_calls=2)
+    (g,) = Feedback().check(ctx, "before")
+    assert g.id == "several_actions" and not g.blocks and "3 actions" in g.text
+
+
+# -- memory
+
+
+def test_repeated_action_ignores_whitespace(memory: Memory) -> None:
+    memory.record(Record("search", {"query": "oxygen"}))
+    memory.record(Record("execute_sparql", {"query": "SELECT ?x\nWHERE { ?x ?p ?o }"}))
+    again = StepContext(
+        memory, EXPLORE_TOOLS, call=call("execute_sparql", query="SELECT ?x WHERE {  ?x ?p ?o }")
+    )
+    (g,) = Feedback().check(again, "before")
+    assert g.id == "repeated_action" and "step 2" in g.text
+    other = StepContext(memory, EXPLORE_TOOLS, call=call("search", query="oxygen discoverer"))
+    assert fired(other, "before") == []
+
+
+def test_rerun_unchanged_after_a_failure(tools: Toolkit, memory: Memory) -> None:
+    failed = ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P999 ?who }")
+    assert failed.result is not None and failed.result.outcome is Outcome.EMPTY
+    memory.record(
+        Record("execute_sparql", {"query": "x"}, query=failed.query, result=failed.result)
+    )
+    # Same query, other layout, keyword case and a prefixed name written out in full.
+    rerun = "select ?who where {\n  <https://demo.sparqlnav.org/entity/Q8> wdt:P999 ?who\n}"
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=rerun), query=rerun)
+    assert "rerun_unchanged" in fired(ctx, "before")
+    assert canonical_query(rerun, memory.prefixes) == canonical_query(
+        failed.query or "", memory.prefixes
+    )
+    changed = rerun.replace("P999", "P61")
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("execute_sparql", query=changed), query=changed
+    )
+    assert "rerun_unchanged" not in fired(ctx, "before")
+
+
+def test_a_rerun_of_a_query_that_worked_is_not_flagged(tools: Toolkit, memory: Memory) -> None:
+    ok = ran(tools, memory, DISCOVERERS_OF_OXYGEN)
+    memory.record(Record("execute_sparql", {"query": "x"}, query=ok.query, result=ok.result))
+    again = "SELECT  ?who  WHERE { wd:Q8 wdt:P61 ?who . }"
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=again), query=again)
+    assert "rerun_unchanged" not in fired(ctx, "before")
+
+
+def test_stop_without_results(tools: Toolkit, memory: Memory) -> None:
+    stop = StepContext(memory, EXPLORE_TOOLS, call=call("stop"), finishing=True)
+    (g,) = Feedback().check(stop, "before")
+    assert g.id == "stop_without_results" and "no query has been run" in g.text
+    empty = ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P999 ?who }")
+    memory.record(Record("execute_sparql", {}, query=empty.query, result=empty.result))
+    assert "step 1) returned no rows" in Feedback().check(stop, "before")[0].text
+    good = ran(tools, memory, DISCOVERERS_OF_OXYGEN)
+    memory.record(Record("execute_sparql", {}, query=good.query, result=good.result))
+    memory.record(Record("search", {"query": "oxygen"}))  # a later lookup does not hide the query
+    assert fired(stop, "before") == []
+
+
+def test_unseen_iri(tools: Toolkit, memory: Memory) -> None:
+    query = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who . ?who wdt:P27 wd:Q505 }"
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query)
+    (g,) = Feedback().check(ctx, "before")
+    assert g.id == "unseen_iri" and "wd:Q8, wd:P61, wd:P27, wd:Q505" in g.text
+    see(memory, tools, "oxygen")  # shows wd:Q8
+    see(memory, tools, "discoverer")  # shows wd:P61: wdt:P61 is the same property
+    see(memory, tools, "country of citizenship")
+    see(memory, tools, "Germany")
+    assert {WD + "Q8", WD + "P61"} <= memory.seen
+    assert fired(ctx, "before") == []
+    memory.truncate(1)  # a rollback forgets what the dropped steps showed
+    assert "wd:P61" in Feedback().check(ctx, "before")[0].text
+
+
+def test_unseen_iri_ignores_shared_vocabularies_and_prefix_lines(memory: Memory) -> None:
+    query = (
+        "PREFIX ex: <https://demo.sparqlnav.org/entity/>\n"
+        "SELECT ?x ?l WHERE { ?x a owl:Class ; rdfs:label ?l . ?x schema:description ?d }"
+    )
+    assert query_iris(query, memory.prefixes) == [
+        "http://www.w3.org/2002/07/owl#Class",
+        "http://www.w3.org/2000/01/rdf-schema#label",
+        "http://schema.org/description",
+    ]
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query)
+    assert fired(ctx, "before") == []
+
+
+def test_iris_in_question_count_as_seen(demo: KnowledgeGraph) -> None:
+    memory = Memory(demo.prefixes, demo.vocab)
+    memory.note_text("What did <https://demo.sparqlnav.org/entity/Q1060> discover?")
+    assert WD + "Q1060" in memory.seen
+    assert iris_in_text("1774-08-01T00:00:00Z (wd:Q8).", demo.prefixes) == {WD + "Q8"}
+
+
+def test_unbound_projection(tools: Toolkit, memory: Memory) -> None:
+    ctx = ran(tools, memory, "SELECT ?who ?whom WHERE { wd:Q8 wdt:P61 ?who }")
+    assert fired(ctx, "after") == ["unbound_projection"]
+    assert "?whom" in Feedback().check(ctx, "after")[0].text
+    assert fired(ran(tools, memory, DISCOVERERS_OF_OXYGEN), "after") == []
+
+
+def test_labels_only(tools: Toolkit, memory: Memory) -> None:
+    labels = ran(tools, memory, "SELECT ?name WHERE { wd:Q8 wdt:P61 ?who . ?who rdfs:label ?name }")
+    (g,) = Feedback().check(labels, "after")
+    assert g.id == "labels_only" and "?name" in g.text
+    both = ran(
+        tools, memory, "SELECT ?who ?name WHERE { wd:Q8 wdt:P61 ?who . ?who rdfs:label ?name }"
+    )
+    assert fired(both, "after") == []
+    literal = ran(tools, memory, "SELECT ?n WHERE { wd:Q79 wdt:P1086 ?n }")  # a number is no label
+    assert fired(literal, "after") == []
+    count = ran(tools, memory, "SELECT (COUNT(?l) AS ?label) WHERE { ?x rdfs:label ?l }")
+    assert fired(count, "after") == []
+
+
+# -- engine
+
+
+def test_syntax_error_carries_the_engine_message(tools: Toolkit, memory: Memory) -> None:
+    ctx = ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who ")
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "syntax_error" and ctx.result is not None
+    assert ctx.result.message.startswith("error at 3:")  # after the two PREFIX lines
+    assert ctx.result.message[:40] in g.text and len(g.text) < 600  # clipped, not the whole list
+
+
+def test_undeclared_prefix_replaces_the_generic_syntax_guideline(
+    tools: Toolkit, memory: Memory
+) -> None:
+    ctx = ran(tools, memory, "SELECT ?who WHERE { wd:Q8 dbo:discoverer ?who }")
+    assert ctx.result is not None and ctx.result.outcome is Outcome.SYNTAX_ERROR
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "undeclared_prefix" and "dbo:" in g.text and "wdt:" in g.text
+
+
+def test_empty_result(tools: Toolkit, memory: Memory) -> None:
+    assert fired(ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P999 ?who }"), "after") == [
+        "empty_result"
+    ]
+    # A false ASK is an answer, not an empty result.
+    assert fired(ran(tools, memory, "ASK { wd:Q1 wdt:P31 wd:Q213 }"), "after") == []
+
+
+@pytest.mark.slow
+def test_timeout(demo: KnowledgeGraph, memory: Memory) -> None:
+    query = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
+    result = demo.endpoint.query(query, timeout_s=0.5)
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query, result=result
+    )
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "timeout" and "0.5 s" in g.text
+
+
+def test_oversized_result(tools: Toolkit, memory: Memory) -> None:
+    ctx = ran(tools, memory, "SELECT ?s ?p ?o WHERE { ?s ?p ?o }")
+    got = Feedback(options=FeedbackOptions(large_rows=100)).check(ctx, "after")
+    assert [x.id for x in got] == ["oversized_result"]
+    assert ctx.result is not None and f"returned {len(ctx.result.table or [])} rows" in got[0].text
+    assert fired(ctx, "after") == ["oversized_result"]  # 5,000+ rows exceed the default too
+    small = ran(tools, memory, "SELECT ?o WHERE { wd:Q8 wdt:P61 ?o }")
+    assert fired(small, "after", FeedbackOptions(large_rows=100)) == []
+
+
+def test_refused_update(tools: Toolkit, memory: Memory) -> None:
+    ctx = ran(tools, memory, "DELETE WHERE { ?s ?p ?o }")
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "refused" and "DELETE" in g.text
+
+
+def test_engine_error(memory: Memory) -> None:
+    query = "SELECT * WHERE { ?s ?p ?o }"
+    result = QueryResult(query, Outcome.UNREACHABLE, message="connection refused by 127.0.0.1:9")
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query, result=result
+    )
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "engine_error" and "connection refused" in g.text
+
+
+def test_lookup_failed_and_unknown_entity(tools: Toolkit, memory: Memory) -> None:
+    obs = tools.get_entity("nosuchprefix:thing")
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("get_entity", id="nosuchprefix:thing"), observation=obs
+    )
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "lookup_failed" and "cannot resolve 'nosuchprefix:thing'" in g.text
+    assert "such as prefix:name" in g.text
+    see(memory, tools, "oxygen")
+    example = tools.kg.prefixes.compact(sorted(memory.seen)[0])
+    assert example.startswith("wd:") and example in tools.search("oxygen").text  # seen in that search
+    assert f"such as {example}," in Feedback().check(ctx, "after")[0].text
+    obs = tools.get_entity("wd:Q99999999")
+    ctx = StepContext(
+        memory, EXPLORE_TOOLS, call=call("get_entity", id="wd:Q99999999"), observation=obs
+    )
+    (g,) = Feedback().check(ctx, "after")
+    assert g.id == "unknown_entity" and "wd:Q99999999" in g.text
+    obs = tools.get_entity("wd:Q8")
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("get_entity", id="wd:Q8"), observation=obs)
+    assert fired(ctx, "after") == []
+
+
+def test_a_good_query_fires_nothing(tools: Toolkit, memory: Memory) -> None:
+    see(memory, tools, "oxygen")
+    see(memory, tools, "discoverer")
+    ctx = ran(tools, memory, DISCOVERERS_OF_OXYGEN)
+    assert fired(ctx) == []
+    assert ctx.result is not None and {t.value for t in ctx.result.table.column("who")} == {  # type: ignore[union-attr]
+        WD + "Q1010",
+        WD + "Q1011",
+    }
