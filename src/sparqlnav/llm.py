@@ -17,10 +17,12 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+if TYPE_CHECKING:
+    import openai  # imported when a client is made: it takes a second, and many runs need no LLM
 
 __all__ = [
     "Budget",
@@ -723,6 +725,8 @@ class LLMClient:
         self._lock = threading.Lock()
         self._json_schema_supported: bool | None = None
         key = config.api_key.get_secret_value() if config.api_key else ""
+        import openai
+
         # Our own retry loop (max_retries=0 here) so retries are visible, bounded and testable.
         self._sdk = openai.OpenAI(
             api_key=key or NO_KEY_PLACEHOLDER,
@@ -882,6 +886,8 @@ class LLMClient:
         where = f"{cfg.base_url or 'api.openai.com'} ({cfg.model})"
         attempts = cfg.max_retries + 1
         last = ""
+        import openai
+
         for attempt in range(1, attempts + 1):
             timeout = cfg.timeout_s
             remaining = budget.remaining_seconds() if budget else None
