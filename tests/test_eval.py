@@ -4,6 +4,7 @@ with SIGKILL and resumed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from scripted_llm import Call, Error, Reply, ScriptedLLM
 from sparqlnav.datasets import Question, load_dataset
@@ -25,6 +27,7 @@ from sparqlnav.evaluate import (
     EvalError,
     ExampleSplits,
     PredictionLog,
+    RichProgress,
     RunningStats,
     classify,
     make_record,
@@ -177,6 +180,8 @@ def test_classify_failure_kinds() -> None:
         ({"results": None, "outcome": "engine_error"}, "query_error"),
         ({"results": None, "outcome": "unreachable"}, "error"),
         ({"sparql": None, "status": "not_found"}, "no_query"),
+        ({"results": None, "status": "not_found"}, "no_query"),  # a guess it would not stand by
+        ({"results": None, "status": "answered"}, "error"),
         ({"sparql": None, "status": "error"}, "error"),
     ]
     for change, kind in cases:
@@ -728,3 +733,17 @@ def test_eval_verb_with_sampling_plots_and_compare(sn_home: Path, tmp_path: Path
                            timeout=240, check=False)  # fmt: skip
     assert clash.returncode == 1 and "holds a run with dataset_sha256=" in clash.stderr
     assert "use another --out" in clash.stderr
+
+
+def test_progress_bar_shows_running_f1(demo: KnowledgeGraph, scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    questions = demo_questions()[:3]
+    table: dict[str, str | None] = {q.question: q.sparql for q in questions}
+    table[questions[1].question] = "SELECT ?x WHERE { VALUES ?x { 1 } }"  # wrong: F1 0
+    serve(scripted_llm, Oracle(table))
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=160, color_system=None)
+    with RichProgress(console, description="demo") as progress:
+        run_eval(questions, freeze_gold(questions, demo.endpoint, None), demo, explorers(scripted_llm, 1),
+                 tmp_path / "run", workers=1, listener=progress, plots=False)  # fmt: skip
+    shown = screen.getvalue()
+    assert "3/3" in shown and "F1 0.667 · errors 0" in shown

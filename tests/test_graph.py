@@ -262,3 +262,22 @@ def test_remote_kg_indexes_names_and_detects_wikibase(served: tuple[OxigraphServ
         res = kg.endpoint.query("SELECT ?y WHERE { <http://example.org/ada> <http://example.org/born> ?y }")
         assert res.table is not None and res.table.rows[0]["y"].value == "1815"
     assert (tmp_path / "remote-home" / "remote").is_dir()  # the name index is kept for the next run
+
+
+@pytest.mark.slow
+def test_concurrent_queries_survive_a_timeout_on_another_thread(ck25) -> None:  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    graph: LocalGraph = ck25.endpoint
+    count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+
+    def work(i: int) -> str:
+        if i % 10 == 5:
+            return graph.query("SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }", timeout_s=1).outcome.value
+        res = graph.query(count)
+        return res.table.rows[0]["n"].value if res.ok and res.table else res.outcome.value
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(work, range(40)))
+    assert outcomes.count("timeout") == 4
+    assert outcomes.count("26903") == 36, outcomes

@@ -177,8 +177,10 @@ def classify(record: Mapping[str, Any]) -> FailureKind:
     results = record.get("results")
     if _problem(results, "results"):
         return "error"
-    if outcome in ("refused", "engine_error") or results is None:
+    if outcome in ("refused", "engine_error"):
         return "query_error"
+    if results is None:  # a query but no results: the strategy declined to answer (e.g. a guess below its threshold)
+        return "no_query" if record.get("status") in ("not_found", "budget_exhausted") else "error"
     if not is_boolean(results) and not bindings(results):
         return "empty"
     return "partial" if f1 > 0 else "wrong_answer"
@@ -312,24 +314,6 @@ class PredictionLog:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
-
-
-def read_predictions(out_dir: Path) -> list[dict[str, Any]]:
-    """The records of a run folder, the last one per id, in first-seen order (read-only)."""
-    path = out_dir / PREDICTIONS
-    if not path.is_file():
-        return []
-    records: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "id" in record:
-            records[str(record["id"])] = record
-    return list(records.values())
 
 
 # --------------------------------------------------------------------------- progress

@@ -34,7 +34,7 @@ FAILURE_HELP: dict[str, str] = {
     "timeout": "the final query hit the time limit",
     "syntax_error": "the final query did not parse",
     "query_error": "the final query was refused or failed in the engine",
-    "no_query": "the strategy gave no query",
+    "no_query": "the strategy gave no query, or declined to answer with it",
     "error": "the run failed (exception, LLM or endpoint unreachable)",
     "unscored": "no gold answer to score against",
 }

@@ -174,6 +174,7 @@ class OxigraphServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self.restarts = 0
+        self.generation = 0  # bumped at each start
 
     @property
     def url(self) -> str:
@@ -221,6 +222,7 @@ class OxigraphServer:
                     contextlib.suppress(OSError),
                     socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
                 ):
+                    self.generation += 1
                     return
                 time.sleep(0.02)
             self._kill()
@@ -236,9 +238,15 @@ class OxigraphServer:
                 self._proc.stderr.close()
         self._proc = None
 
-    def restart(self) -> None:
-        """Kill the process (stopping whatever it was computing); the next query starts a new one."""
+    def restart(self, generation: int | None = None) -> None:
+        """Kill the process (stopping whatever it was computing); the next query starts a new one.
+
+        With `generation`, only if the process is still that one: threads that saw the same failure
+        then cause one restart, not one each.
+        """
         with self._lock:
+            if generation is not None and generation != self.generation:
+                return
             self._kill()
             self.restarts += 1
 
@@ -269,6 +277,7 @@ class LocalGraph:
         self._allowed = list(allowed_services)
         self._http = http
         self._remote: RemoteEndpoint | None = None
+        self._client_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -282,6 +291,10 @@ class LocalGraph:
 
     def _endpoint(self) -> RemoteEndpoint:
         url = self._server.ensure_running()
+        with self._client_lock:  # threads share one client; swap it only once per server restart
+            return self._client_for(url)
+
+    def _client_for(self, url: str) -> RemoteEndpoint:
         if self._remote is None or self._remote.url != url:
             if self._remote is not None:
                 self._remote.close()
@@ -294,13 +307,16 @@ class LocalGraph:
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run one query; on timeout the server process is killed so the work really stops."""
-        result = self._endpoint().query(sparql, timeout_s=timeout_s)
-        if result.outcome is Outcome.TIMEOUT:
-            self._server.restart()
-        elif result.outcome is Outcome.UNREACHABLE:
-            # The process died (killed by a concurrent timeout, or crashed): restart once and retry.
-            self._server.restart()
-            result = self._endpoint().query(sparql, timeout_s=timeout_s)
+        for _attempt in range(3):
+            endpoint = self._endpoint()
+            generation = self._server.generation
+            result = endpoint.query(sparql, timeout_s=timeout_s)
+            if result.outcome is Outcome.TIMEOUT:
+                self._server.restart(generation)
+            if result.outcome is not Outcome.UNREACHABLE:
+                break
+            # The process died under us (killed for another thread's timeout, or crashed): restart and retry.
+            self._server.restart(generation)
         return result
 
     def close(self) -> None:
