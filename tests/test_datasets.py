@@ -68,7 +68,10 @@ def test_bestiary() -> None:
         }
     ]
     assert by_id["99"].sparql is not None and by_id["99"].sparql.startswith("ASK WHERE")
-    assert sum("boolean" in (q.gold_results or {}) for q in ds) == 31
+    # 31 plain ASK answers, and 2 (ids 42 and 68) that the file wraps inside `bindings`
+    assert sum("boolean" in (q.gold_results or {}) for q in ds) == 33
+    assert by_id["42"].gold_results == {"head": {}, "boolean": False}
+    assert by_id["68"].gold_results == {"head": {}, "boolean": True}
 
 
 @pytest.mark.data
@@ -261,3 +264,4 @@ def test_rows_to_results() -> None:
     assert rows_to_results(rows) == {"head": {"vars": ["a", "b"]}, "results": {"bindings": rows}}
     assert rows_to_results(False) == {"head": {}, "boolean": False}
     assert rows_to_results(None) is None
+

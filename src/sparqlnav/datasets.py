@@ -201,7 +201,7 @@ def _from_qald(data: Mapping[str, Any], language: str) -> list[Question]:
         query = item.get("query")
         sparql = query.get("sparql") if isinstance(query, Mapping) else None
         answers = item.get("answers") or []
-        gold = answers[0] if answers and _looks_like_results(answers[0]) else None
+        gold = _unwrap_boolean(answers[0]) if answers and _looks_like_results(answers[0]) else None
         questions.append(
             Question(
                 id=str(item.get("id", index)),
@@ -363,3 +363,11 @@ def _looks_like_results(value: Any) -> bool:
 
 def _plain_dict(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
+
+
+def _unwrap_boolean(results: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Some QALD files (BESTIARY) wrap an ASK result inside `bindings`; return the plain boolean result."""
+    bindings = (results.get("results") or {}).get("bindings") if isinstance(results.get("results"), Mapping) else None
+    if isinstance(bindings, list) and len(bindings) == 1 and isinstance(bindings[0], Mapping) and "boolean" in bindings[0]:
+        return {"head": {}, "boolean": bool(bindings[0]["boolean"])}
+    return results

@@ -59,6 +59,8 @@ def score_lines(
             raise ScoreFileError(f"{where}: not valid JSON ({error.msg})") from error
         if not isinstance(record, dict):
             raise ScoreFileError(f"{where}: expected an object {{id, gold, predicted}}")
+        if "predicted" not in record and "results" in record:
+            record["predicted"] = record["results"]  # an `eval` predictions.jsonl line scores as it is
         for key in ("gold", "predicted"):
             if key not in record:
                 raise ScoreFileError(f"{where}: missing '{key}'")
