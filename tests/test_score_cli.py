@@ -194,3 +194,13 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "line 1: not valid JSON" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_eval_predictions_score_as_they_are(tmp_path: Path) -> None:
+    """A `predictions.jsonl` line carries `results`, not `predicted`: score takes it as the prediction."""
+    gold = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}, {"x": {"type": "literal", "value": "2"}}]}}
+    got = {"head": {"vars": ["y"]}, "results": {"bindings": [{"y": {"type": "literal", "value": "1"}}]}}
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(json.dumps({"id": "q1", "question": "?", "gold": gold, "results": got}) + "\n")
+    report = score_file(path)
+    assert report.items[0].scores.set_precision == 1.0 and report.items[0].scores.set_recall == 0.5
