@@ -1,5 +1,5 @@
-"""Benchmark the `lexical` strategy (no LLM) on CK25 and BESTIARY: macro set-F1 overall and per CK25
-feature tag, entity-linking accuracy on CK25, and time per question.
+"""Benchmark the `lexical` strategy (no LLM) on CK25 and BESTIARY (and the bundled demo questions): macro
+set-F1 overall and per CK25 feature tag, entity-linking accuracy on CK25, and time per question.
 
     .venv/bin/python bench/lexical_eval.py [--data DIR] [--out bench/results/lexical.md] [--limit N]
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sparqlnav.datasets import Question, load_dataset
-from sparqlnav.kg import KnowledgeGraph, open_kg
+from sparqlnav.kg import KnowledgeGraph, demo_path, open_kg
 from sparqlnav.labels import LabelIndex
 from sparqlnav.linking import Linking, link
 from sparqlnav.metrics import SetMatch, macro_prf, set_match
@@ -86,6 +86,24 @@ def gold_entities(q: Question, kg: KnowledgeGraph) -> list[str]:
         if item is not None and item.kind == "entity":
             found.append(iri)
     return found
+
+
+def demo_questions(path: Path) -> list[Question]:
+    """The bundled demo questions; their `answer` lists become one-column gold results."""
+    out = []
+    for item in json.loads(path.read_text(encoding="utf-8")):
+        answers = item["answer"]
+        if answers and isinstance(answers[0], bool):
+            gold: dict[str, Any] = {"head": {}, "boolean": answers[0]}
+        else:
+            rows = [{"x": {"type": "literal", "value": str(v)}} for v in answers]
+            gold = {"head": {"vars": ["x"]}, "results": {"bindings": rows}}
+        out.append(
+            Question(
+                item["id"], item["question"], item.get("sparql"), gold, tuple(item.get("tags", ()))
+            )
+        )
+    return out
 
 
 def run_dataset(
@@ -173,11 +191,12 @@ def _mention_rank(kg: KnowledgeGraph, result: Linking, iri: str) -> int | None:
     return best
 
 
-def summarise(reports: list[Report], budget: float) -> str:
+def summarise(reports: list[Report], budget: float, threshold: float) -> str:
     """The markdown summary."""
     lines = ["# lexical strategy (no LLM): benchmark", ""]
     lines.append(
-        f"Budget {budget:g} s per question. Macro set-F1: mean over questions of the F1 between the set of"
+        f"Budget {budget:g} s per question, confidence threshold {threshold:g}. "
+        "Macro set-F1: mean over questions of the F1 between the set of"
     )
     lines.append(
         "all values in the result and the gold answer values; a not-found answer scores 0."
@@ -259,7 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "lexical.md")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--budget", type=float, default=5.0)
-    ap.add_argument("--only", choices=["ck25", "bestiary"], default=None)
+    ap.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="confidence threshold (default: the strategy's)",
+    )
+    ap.add_argument("--only", choices=["demo", "ck25", "bestiary"], default=None)
     ap.add_argument(
         "--json", type=Path, default=None, help="also write per-question records as JSON lines"
     )
@@ -270,9 +295,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     home = args.home or Path(tempfile.mkdtemp(prefix="sparqlnav-bench-"))
     settings = replace(Settings.from_env({"SPARQLNAV_HOME": str(home)}), data_dir=data)
-    strategy = LexicalStrategy(budget_s=args.budget)
+    strategy = (
+        LexicalStrategy(budget_s=args.budget)
+        if args.threshold is None
+        else LexicalStrategy(budget_s=args.budget, threshold=args.threshold)
+    )
     reports: list[Report] = []
     sets = [
+        ("DEMO", demo_path(), demo_path().parent / "questions.json", False),
         ("CK25", data / "ck25" / "prod-inst.ttl", data / "ck25" / "questions.yml", True),
         (
             "BESTIARY",
@@ -284,11 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, kg_path, questions_path, do_linking in sets:
         if args.only and args.only != name.lower():
             continue
+        if name == "DEMO":
+            questions = demo_questions(questions_path)[: args.limit]
+            with open_kg("demo", settings) as kg:
+                reports.append(run_dataset(name, questions, kg, strategy, linking=False))
+            continue
         questions = load_dataset(questions_path).questions[: args.limit]
         print(f"{name}: {len(questions)} questions", file=sys.stderr)
         with open_kg(str(kg_path), settings) as kg:
             reports.append(run_dataset(name, questions, kg, strategy, linking=do_linking))
-    text = summarise(reports, args.budget)
+    text = summarise(reports, args.budget, strategy.threshold)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -232,3 +232,26 @@ def _best_per_mention(candidates: list[EntityCandidate]) -> set[str]:
         if key not in best or c.score > best[key].score:
             best[key] = c
     return {c.iri for c in best.values()}
+
+
+class KeywordEmbedder:
+    """A tiny real embedder: one dimension per concept, a text scores 1 on each concept it names."""
+
+    CONCEPTS = (("origin", "birthplace", "born", "birth"), ("found", "discover", "discovered"))
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [
+            [1.0 if any(w in text.lower() for w in words) else 0.0 for words in self.CONCEPTS]
+            + [0.1]
+            for text in texts
+        ]
+
+
+def test_embedder_similarity_lifts_an_unnamed_relation(demo: KnowledgeGraph) -> None:
+    question = "What is the origin of Carl Wilhelm Scheele?"  # no word of "place of birth"
+    entities = link_entities(demo, question)
+    plain = link_relations(demo, question, entities)
+    embedded = link_relations(demo, question, entities, embedder=KeywordEmbedder())
+    rank = [r.iri for r in embedded].index(WDT + "P19")
+    assert rank < [r.iri for r in plain].index(WDT + "P19")
+    assert "embedding" in embedded[rank].evidence

@@ -41,7 +41,7 @@ AnswerType = Literal["count", "boolean", "person", "date", "place", "number", "t
 Form = Literal["select", "count", "ask", "aggregate"]
 
 DEFAULT_BUDGET_S = 5.0
-DEFAULT_THRESHOLD = 0.45
+DEFAULT_THRESHOLD = 0.4
 # Scores (coverage, link quality, answer fit) run from about 0.2 for a stray guess to about 1.25 for a
 # query that explains every word with sure links and fits the asked-for answer type.
 CONFIDENCE_FLOOR = 0.2
@@ -600,9 +600,8 @@ class _Run:
 
     # -- main --------------------------------------------------------------------------------
     def answer(self) -> Answer:
-        tokens_text = self.question
         self.trace.emit("thought", text="Linking the question's words to the graph (no LLM).")
-        linking = link(self.kg, tokens_text)
+        linking = link(self.kg, self.question)
         self.linking = linking
         self.tokens = linking.tokens
         self.intent = analyse(self.tokens)
@@ -619,7 +618,9 @@ class _Run:
                 f", {len(self.intent.comparisons)} numeric condition(s)"
                 if self.intent.comparisons
                 else ""
-            ),
+            )
+            + (f", {self.intent.aggregate} of a value" if self.intent.aggregate else "")
+            + f"; linked in {linking.seconds:.2f} s",
             linking=linking.to_json(),
         )
         anchors = self.anchors(linking.entities)
@@ -1561,7 +1562,8 @@ class _Run:
         if runners:
             self.trace.emit(
                 "info",
-                text="runners-up",
+                text="runners-up: "
+                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} rows)" for c in runners[:3]),
                 candidates=[
                     {
                         "score": c.score,
