@@ -367,8 +367,10 @@ class LabelIndex:
         if not words:
             return {}
         clause, args = self._kind_filter(wanted)
-        # Whole words, and the last one as a prefix too (a name being typed: "Heinrich Ho").
-        expr = " AND ".join([*(f'"{w}"' for w in words[:-1]), f'"{words[-1]}"*'])
+        # Whole words, and the last one as a prefix too (a name being typed: "Heinrich Ho"); a plural
+        # also matches its singular ("elements" finds "element").
+        terms = [_word_term(w) for w in words[:-1]] + [_word_term(words[-1], prefix=True)]
+        expr = " AND ".join(terms)
         rows = self._con().execute(
             "SELECT n.id, n.text, n.field FROM names_words w JOIN names n ON n.id = w.rowid "
             f"WHERE names_words MATCH ?{clause} LIMIT ?",
@@ -452,6 +454,15 @@ class LabelIndex:
             text, field = candidates[rid]
             hits.append(Hit(iri, kind, label or text, description or "", text, field, score, degree))
         return hits
+
+
+def _word_term(word: str, *, prefix: bool = False) -> str:
+    """An FTS5 term for one query word; English plurals also match their singular."""
+    star = "*" if prefix else ""
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        stem = word[:-2] if word.endswith("es") and word[-3:-2] in ("s", "x", "z", "h") else word[:-1]
+        return f'("{word}"{star} OR "{stem}"{star})'
+    return f'"{word}"{star}'
 
 
 def _trigrams(text: str) -> list[str]:
