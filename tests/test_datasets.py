@@ -265,3 +265,18 @@ def test_rows_to_results() -> None:
     assert rows_to_results(False) == {"head": {}, "boolean": False}
     assert rows_to_results(None) is None
 
+
+
+def test_demo_questions_load_with_their_answers_as_gold_values() -> None:
+    from sparqlnav.kg import demo_path
+
+    ds = load_dataset(demo_path().with_name("questions.json"))
+    assert len(ds) == 30 and ds.format == "plain"
+    by_id = {q.id: q for q in ds}
+    assert by_id["demo-07"].gold_results == {"head": {}, "boolean": True}
+    gold = by_id["demo-01"].gold_results
+    assert gold is not None and by_id["demo-01"].gold_values_only
+    assert {b["result"]["value"] for b in gold["results"]["bindings"]} == {
+        "https://demo.sparqlnav.org/entity/Q1010",
+        "https://demo.sparqlnav.org/entity/Q1011",
+    }

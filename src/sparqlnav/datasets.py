@@ -321,6 +321,13 @@ def _from_records(data: Sequence[Mapping[str, Any]], language: str) -> list[Ques
     for index, item in enumerate(data):
         sparql = item.get("sparql", item.get("query"))
         gold = next((item[k] for k in _GOLD_KEYS if _looks_like_results(item.get(k))), None)
+        values_only = False
+        answer = item.get("answer")
+        if gold is None and isinstance(answer, list | bool):
+            # A plain list of answer values (the demo questions): a value set, like TEXT2SPARQL's gold.
+            is_ask = isinstance(answer, bool) or (sparql is not None and _is_ask(str(sparql)))
+            listed = {str(v).lower() if isinstance(v, bool) else str(v): 1 for v in ([answer] if isinstance(answer, bool) else answer)}
+            gold, values_only = _value_set_to_results(listed, is_ask), True
         tags = item.get("tags") or ()
         questions.append(
             Question(
@@ -332,6 +339,7 @@ def _from_records(data: Sequence[Mapping[str, Any]], language: str) -> list[Ques
                 if isinstance(tags, list | tuple)
                 else (str(tags),),
                 language=str(item.get("language", language)),
+                gold_values_only=values_only,
             )
         )
     return questions
