@@ -172,6 +172,7 @@ class _Flaky(BaseHTTPRequestHandler):
     """Answers 429/503 (with Retry-After) a set number of times, then forwards to the real endpoint."""
 
     failures: ClassVar[list[int]] = []
+    retry_after = "0"
     target = ""
     seen: ClassVar[list[dict[str, str]]] = []
 
@@ -180,7 +181,7 @@ class _Flaky(BaseHTTPRequestHandler):
         if self.failures:
             status = self.failures.pop(0)
             self.send_response(status)
-            self.send_header("Retry-After", "0")
+            self.send_header("Retry-After", self.retry_after)
             self.end_headers()
             self.wfile.write(b"slow down")
             return
@@ -281,3 +282,35 @@ def test_concurrent_queries_survive_a_timeout_on_another_thread(ck25) -> None:  
         outcomes = list(pool.map(work, range(40)))
     assert outcomes.count("timeout") == 4
     assert outcomes.count("26903") == 36, outcomes
+
+
+def test_unreadable_retry_after_falls_back_to_exponential_backoff(served: tuple[OxigraphServer, OxigraphServer]) -> None:
+    a, _ = served
+    _Flaky.failures, _Flaky.target, _Flaky.seen, _Flaky.retry_after = [503, 503], a.url, [], "soon"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    waits: list[float] = []
+    try:
+        with RemoteEndpoint(f"http://127.0.0.1:{server.server_address[1]}/sparql", sleep=waits.append) as ep:
+            res = ep.query("ASK { ?s ?p ?o }")
+        assert res.outcome is Outcome.OK and waits == [0.5, 1.0]
+    finally:
+        _Flaky.retry_after = "0"
+        server.shutdown()
+
+
+def test_server_outlives_the_thread_that_started_it_and_keeps_its_port(folder: Path, tmp_path: Path) -> None:
+    info = ensure_store(rdf_files(folder / "people.ttl"), tmp_path / "s")
+    graph = LocalGraph(info, name="people")
+    try:
+        worker = threading.Thread(target=lambda: graph.query("ASK { ?s ?p ?o }"))
+        worker.start()
+        worker.join()
+        port = graph.server.port
+        assert graph.server._proc is not None and graph.server._proc.poll() is None  # still alive
+        graph.server.restart()
+        res = graph.query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+        assert res.table is not None and res.table.rows[0]["n"].value == "7"
+        assert graph.server.port == port  # restarted on the same port: clients keep their URL
+    finally:
+        graph.close()

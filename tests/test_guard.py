@@ -73,3 +73,32 @@ def test_empty_and_non_queries_are_refused() -> None:
         check_query("   ", [])
     with pytest.raises(Refused, match="not a SPARQL query"):
         check_query("hello world", [])
+
+
+EVIL = "http://evil.example/sparql"
+BYPASSES = [
+    # A comment ends at \r for SPARQL engines: what follows it is live.
+    "SELECT * WHERE { # x\rSERVICE <" + EVIL + "> { ?s ?p ?o } }",
+    # Unicode spaces and \u escapes are legal inside IRIs; a '#' or quotes there must not start a comment or string.
+    "SELECT * WHERE { OPTIONAL { ?x <http://ex.org/\u3000#> ?y } SERVICE <" + EVIL + "> { ?s ?p ?o } }",
+    "SELECT * WHERE { OPTIONAL { ?x <http://ex.org/\\u0041#> ?y } SERVICE <" + EVIL + "> { ?s ?p ?o } }",
+    "SELECT * WHERE { OPTIONAL { ?x <http://ex.org/\\u0041'''> ?y }\n SERVICE <" + EVIL + "> { ?s ?p ?o }\n"
+    " OPTIONAL { ?x <http://ex.org/'''> ?z } }",
+    'SELECT * WHERE { ?s ?p "a\rb" . SERVICE <' + EVIL + "> { ?s ?p ?o } }",
+    "PREFIX e: <http://evil.example/>\nSELECT * WHERE { SERVICE e:sparql { ?s ?p ?o } }",
+    "BASE <http://evil.example/>\nSELECT * WHERE { SERVICE <sparql> { ?s ?p ?o } }",
+]
+
+
+@pytest.mark.parametrize("query", BYPASSES)
+def test_service_allow_list_cannot_be_smuggled_past(query: str) -> None:
+    with pytest.raises(Refused, match="not an allowed endpoint|not a valid endpoint"):
+        check_query(query, ["https://query.wikidata.org/sparql"])
+
+
+@pytest.mark.parametrize("target", ["http://x.org:99999/s", "http://[x/s"])
+def test_malformed_service_urls_are_refused_not_crashes(target: str) -> None:
+    with pytest.raises(Refused):
+        check_query(f"SELECT * WHERE {{ SERVICE <{target}> {{ ?s ?p ?o }} }}", ["https://query.wikidata.org/sparql"])
+    # a malformed allow-list entry allows nothing, and breaks nothing
+    assert check_query("SELECT * WHERE { ?s ?p ?o }", ["http://[bad"]) == "SELECT"

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
 
 import httpx
 import pyoxigraph as ox
@@ -187,7 +188,10 @@ def _retry_after(response: httpx.Response, attempt: int, cap: float) -> float:
         try:
             return min(cap, max(0.0, float(header)))
         except ValueError:
-            when = email.utils.parsedate_to_datetime(header)
+            try:
+                when = email.utils.parsedate_to_datetime(header)
+            except (TypeError, ValueError):
+                when = None  # an unreadable Retry-After: fall back to our own backoff
             if when is not None:
                 return min(cap, max(0.0, when.timestamp() - time.time()))
     return min(cap, 0.5 * 2**attempt)
@@ -259,7 +263,7 @@ class RemoteEndpoint:
         attempt = 0
         while True:
             try:
-                return self._attempt(sparql, form, deadline, limit)
+                return self._attempt(sparql, form, deadline, limit, attempt)
             except _Retryable as exc:
                 wait = exc.wait
                 if attempt >= self.http.retries or time.monotonic() + wait > deadline:
@@ -275,12 +279,17 @@ class RemoteEndpoint:
                     message=f"the query did not finish within {limit:g} s",
                     endpoint=self.name,
                 )
-            except httpx.TransportError as exc:
+            except (httpx.TransportError, RuntimeError) as exc:
+                # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
                 return QueryResult(
                     sparql,
                     Outcome.UNREACHABLE,
                     message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
                     endpoint=self.name,
+                )
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                return QueryResult(
+                    sparql, Outcome.ENGINE_ERROR, message=f"{type(exc).__name__}: {exc}", endpoint=self.name
                 )
 
     def _request(self, sparql: str, form: QueryForm, deadline: float) -> httpx.Request:
@@ -292,7 +301,9 @@ class RemoteEndpoint:
         headers = {"Accept": accept}
         remaining = max(0.1, deadline - time.monotonic())
         timeout = httpx.Timeout(remaining, connect=min(remaining, 10.0))
-        use_get = self.http.method == "GET" or (self.http.method == "auto" and len(sparql) < 1500)
+        # Servers limit URL length; judge by the encoded length, which non-ASCII text multiplies.
+        encoded = len(quote(sparql, safe=""))
+        use_get = self.http.method == "GET" or (self.http.method == "auto" and encoded < 2000)
         if use_get:
             return self._client.build_request(
                 "GET", self.url, params={"query": sparql}, headers=headers, timeout=timeout
@@ -302,7 +313,7 @@ class RemoteEndpoint:
             "POST", self.url, content=sparql.encode(), headers=headers, timeout=timeout
         )
 
-    def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float) -> QueryResult:
+    def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float, attempt: int = 0) -> QueryResult:
         request = self._request(sparql, form, deadline)
         response = self._client.send(request, stream=True)
         # Per-read timeouts alone let a slowly streaming body run past the limit; close it at the deadline.
@@ -311,7 +322,7 @@ class RemoteEndpoint:
             if response.status_code in (429, 502, 503, 504):
                 raise _Retryable(
                     f"{self.url} answered HTTP {response.status_code}",
-                    _retry_after(response, 0, self.http.max_backoff_s),
+                    _retry_after(response, attempt, self.http.max_backoff_s),
                 )
             if response.status_code >= 400:
                 text = _read_text(response, 4000, deadline)

@@ -6,11 +6,14 @@ fooled by comments, odd casing or prefixes, and so that it refuses even text no 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
+
+from sparqlnav.sparql_parser import SparqlSyntaxError, parse_query
 
 QueryForm = Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
 
@@ -22,9 +25,11 @@ _FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
 # Order matters: long strings before short ones, comments only outside strings and IRIs.
 _TOKEN = re.compile(
     r'''(?P<lstring>"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^'\\]|\\.|'(?!''))*\'\'\')'''
-    r"""|(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
-    r"""|(?P<iri><[^<>"{}|^`\\\s]*>)"""
-    r"|(?P<comment>\#[^\n]*)"
+    r"""|(?P<string>"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*')"""
+    # IRIREF as SPARQL defines it: any character but these (Unicode spaces included), plus \u escapes.
+    r"""|(?P<iri><(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>)"""
+    # A comment ends at the end of a line, and SPARQL ends lines at \r as well as \n.
+    r"|(?P<comment>\#[^\r\n]*)"
     r"|(?P<var>[?$][A-Za-z0-9_\u00b7-\uffff]+)"
     r"|(?P<pname>(?:[A-Za-z][\w\-.]*)?:(?:[\w\-.:%]|\\.)*)"
     r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
@@ -120,10 +125,13 @@ def service_targets(query: str) -> list[str]:
 
 
 def normalise_endpoint(url: str) -> str:
-    """Compare endpoints without scheme case, default ports or a trailing slash."""
-    parts = urlsplit(url.strip())
+    """Compare endpoints without scheme case, default ports or a trailing slash; Refused when not a URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise Refused(f"refused: {url!r} is not a valid endpoint URL ({exc})") from None
     host = (parts.hostname or "").lower()
-    port = parts.port
     default = {"http": 80, "https": 443}.get(parts.scheme.lower())
     netloc = host if port in (None, default) else f"{host}:{port}"
     return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}" + (
@@ -133,8 +141,11 @@ def normalise_endpoint(url: str) -> str:
 
 def check_services(query: str, allowed: Iterable[str]) -> None:
     """Raise Refused when a SERVICE clause targets an endpoint outside the allow-list."""
-    allow = {normalise_endpoint(u) for u in allowed}
-    for target in service_targets(query):
+    allow = set()
+    for url in allowed:
+        with contextlib.suppress(Refused):  # a malformed allow-list entry allows nothing
+            allow.add(normalise_endpoint(url))
+    for target in _all_service_targets(query):
         if target.startswith(("?", "$")):
             raise Refused(
                 f"refused: SERVICE with a variable endpoint ({target}) cannot be checked against the allow-list"
@@ -147,6 +158,21 @@ def check_services(query: str, allowed: Iterable[str]) -> None:
             raise Refused(
                 f"refused: SERVICE <{target}> is not an allowed endpoint (allowed: {allowed_text})"
             )
+
+
+def _all_service_targets(query: str) -> list[str]:
+    """SERVICE targets as the tokens show them and, when it parses, as the full parser reads them.
+
+    Two independent readings: a query crafted so that the token reading misses a SERVICE clause
+    (escapes, unusual whitespace) is still caught by the parser, and a dialect the parser rejects
+    (Virtuoso extensions, meant for a remote engine) is still checked by the tokens.
+    """
+    targets = service_targets(query)
+    try:
+        parsed = parse_query(query)
+    except SparqlSyntaxError:
+        return targets
+    return targets + [s.endpoint for s in parsed.services]
 
 
 def check_query(query: str, allowed_services: Iterable[str]) -> QueryForm:

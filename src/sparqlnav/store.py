@@ -12,16 +12,20 @@ import ctypes
 import hashlib
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import httpx
 import pyoxigraph as ox
@@ -155,6 +159,41 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+class _Spawner:
+    """Starts child processes from one long-lived thread.
+
+    Linux sends the parent-death signal when the *thread* that forked the child exits, so a server
+    started from a short-lived worker thread would die with it; this thread lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[bytes]]]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """`subprocess.Popen(cmd, **kwargs)`, forked from the spawner thread."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="sparqlnav-spawner", daemon=True)
+                self._thread.start()
+        done: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((cmd, kwargs, done))
+        return done.result()
+
+    def _loop(self) -> None:
+        linux = sys.platform.startswith("linux")
+        while True:
+            cmd, kwargs, done = self._requests.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, preexec_fn=_die_with_parent if linux else None, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+                done.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,6 +211,7 @@ class OxigraphServer:
         self.startup_s = startup_s
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
         self._lock = threading.Lock()
         self.restarts = 0
         self.generation = 0  # bumped at each start
@@ -191,8 +231,10 @@ class OxigraphServer:
 
     def _start(self) -> None:
         last_error = ""
-        for _ in range(3):  # a port can be taken between choosing and binding it
-            self.port = _free_port()
+        for attempt in range(3):
+            # Keep the port across restarts when it is still free, so clients keep their URL.
+            if attempt > 0 or not self.port:
+                self.port = _free_port()
             cmd = [
                 oxigraph_binary(),
                 "serve-read-only",
@@ -204,19 +246,16 @@ class OxigraphServer:
                 "--timeout-s",
                 str(max(1, int(self.server_timeout_s))),
             ]
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
+            self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
+            self._proc = _SPAWNER.popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log
             )
             deadline = time.monotonic() + self.startup_s
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
-                    last_error = (self._proc.stderr.read() if self._proc.stderr else b"").decode(
-                        errors="replace"
-                    )
+                    self._log.seek(0)
+                    last_error = self._log.read(2000).decode(errors="replace")
                     break
                 with (
                     contextlib.suppress(OSError),
@@ -234,8 +273,9 @@ class OxigraphServer:
                 self._proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
-            if self._proc.stderr:
-                self._proc.stderr.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         self._proc = None
 
     def restart(self, generation: int | None = None) -> None:
@@ -307,10 +347,12 @@ class LocalGraph:
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run one query; on timeout the server process is killed so the work really stops."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.limits.timeout_s)
         for _attempt in range(3):
             endpoint = self._endpoint()
             generation = self._server.generation
-            result = endpoint.query(sparql, timeout_s=timeout_s)
+            # A retry gets what is left of the time limit, not a fresh one.
+            result = endpoint.query(sparql, timeout_s=max(0.1, deadline - time.monotonic()))
             if result.outcome is Outcome.TIMEOUT:
                 self._server.restart(generation)
             if result.outcome is not Outcome.UNREACHABLE:
