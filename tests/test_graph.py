@@ -314,3 +314,14 @@ def test_server_outlives_the_thread_that_started_it_and_keeps_its_port(folder: P
         assert graph.server.port == port  # restarted on the same port: clients keep their URL
     finally:
         graph.close()
+
+
+def test_remote_name_index_pages_past_the_row_cap(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+    a, _ = served
+    from sparqlnav.lookup import search
+
+    settings = _settings(tmp_path, SPARQLNAV_HOME=str(tmp_path / "paged"), SPARQLNAV_MAX_ROWS="1")
+    with open_kg(a.url, settings) as kg:
+        assert "incomplete" not in kg.description
+        assert {search(kg, name).entities[0].label for name in ("Ada Lovelace", "Charles Babbage")} == {
+            "Ada Lovelace", "Charles Babbage"}  # fmt: skip

@@ -104,3 +104,34 @@ def test_plain_graph_without_labels_uses_local_names(tmp_path: Path) -> None:
         found = search(kg, "red dragon")
         assert found.entities[0].iri == "http://example.org/RedDragon" and found.entities[0].label == "Red Dragon"
         assert search(kg, "challenge rating").properties[0].iri == "http://example.org/hasChallengeRating"
+
+
+def test_identifiers_cannot_inject_query_text_and_weak_matches_are_not_used(wikibase: KnowledgeGraph) -> None:
+    from sparqlnav.lookup import LookupFailed, resolve_or_search
+
+    with pytest.raises(LookupFailed, match="not a valid IRI"):
+        resolve(wikibase, "<http://x> ?p ?o . ?x ?y ?z } #>")
+    with pytest.raises(LookupFailed, match="not a valid IRI"):
+        resolve(wikibase, "http://x> ?p ?o . ?x ?y ?z } #")
+    assert resolve_or_search(wikibase, "Marie Curie") == "https://kg.example/entity/Q1"
+    with pytest.raises(LookupFailed, match="nothing in .* is called 'Zanzibar Quokka'"):
+        resolve_or_search(wikibase, "Zanzibar Quokka")
+
+
+def test_toolkit_reports_a_dead_name_service_as_a_failed_observation(wikibase: KnowledgeGraph) -> None:
+    import dataclasses
+
+    from sparqlnav.toolkit import Toolkit
+    from sparqlnav.trace import Trace
+    from sparqlnav.wikidata import WikidataNames
+
+    assert wikibase.vocab.wikibase is not None
+    dead = WikidataNames("http://127.0.0.1:9/w/api.php", wikibase=wikibase.vocab.wikibase, timeout_s=2)
+    tools = Toolkit(dataclasses.replace(wikibase, names=dead), Trace())
+    obs = tools.search("Marie Curie")
+    assert not obs.ok and obs.text.startswith("search failed: ConnectError")
+    page = tools.get_entity("Q1")
+    assert not page.ok and "ConnectError" in page.text
+    rows = tools.execute_sparql("SELECT ?o WHERE { <https://kg.example/entity/Q1> <https://kg.example/prop/direct/P166> ?o }")
+    assert rows.ok and "2 rows" in rows.text  # the rows stand without labels
+    dead.close()

@@ -190,10 +190,13 @@ def entity(
 ) -> None:
     """Show an entity's outgoing edges, with qualifiers where the KG has them."""
     from sparqlnav.lookup import entity as do_entity
-    from sparqlnav.lookup import resolve_or_search
+    from sparqlnav.lookup import resolve_name
 
     with opened(kg, settings_for(timeout)) as graph:
-        page = do_entity(graph, resolve_or_search(graph, ident))
+        iri, hit = resolve_name(graph, ident)
+        if hit is not None and not json_output:
+            err().print(f"{ident!r} → {graph.prefixes.compact(iri)} ({hit.label})", style="dim", markup=False)
+        page = do_entity(graph, iri)
         if json_output:
             print(json.dumps(page.to_json(), ensure_ascii=False))
         else:
@@ -605,8 +608,9 @@ def mcp_command(
 
     overrides = {"model": llm_model} if llm_model else {}
     llm = LLMConfig.from_env(os.environ, **overrides)
-    with opened(kg, settings_for(timeout)) as graph:
-        run_stdio(graph, llm=llm)
+    settings = settings_for(timeout)
+    with opened(kg, settings) as graph:
+        run_stdio(graph, home=settings.home, llm=llm)
 
 
 @app.command("index")

@@ -4,7 +4,7 @@ SPARQL endpoint URL. The result bundles the endpoint with what lookup needs (voc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -56,6 +56,9 @@ class KnowledgeGraph:
     def close(self) -> None:
         """Stop processes and close connections."""
         self.endpoint.close()
+        close_names = getattr(self.names, "close", None)
+        if callable(close_names):
+            close_names()
 
     def __enter__(self) -> KnowledgeGraph:
         return self
@@ -151,25 +154,36 @@ def open_local(
     )
 
 
-def _remote_triples(
-    endpoint: RemoteEndpoint, vocab: Vocabulary
-) -> Iterable[tuple[str, str, str, bool, str | None]]:
-    """Names and predicate usage of a remote graph, fetched page by page."""
-    preds = " ".join(f"<{p}>" for p in vocab.text_predicates)
-    page, offset = 50_000, 0
-    while offset < REMOTE_LABEL_CAP:
-        res = endpoint.query(
-            f"SELECT ?s ?p ?o WHERE {{ VALUES ?p {{ {preds} }} ?s ?p ?o FILTER(isIRI(?s)) }} "
-            f"LIMIT {page} OFFSET {offset}"
-        )
-        if res.outcome is not Outcome.OK or res.table is None:
-            break
-        for row in res.table.rows:
-            o = row["o"]
-            yield row["s"].value, row["p"].value, o.value, o.kind == "uri", o.lang
-        if len(res.table.rows) < page:
-            break
-        offset += page
+class _NamePages:
+    """Names and predicate usage of a remote graph, fetched page by page; notes whether it got them all."""
+
+    def __init__(self, endpoint: RemoteEndpoint, vocab: Vocabulary) -> None:
+        self.endpoint = endpoint
+        self.vocab = vocab
+        self.complete = True
+        self.problem = ""
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, bool, str | None]]:
+        preds = " ".join(f"<{p}>" for p in self.vocab.text_predicates)
+        # A page no larger than the row cap, or every page would come back cut and end the loop.
+        page, offset = min(50_000, self.endpoint.limits.max_rows), 0
+        while True:
+            if offset >= REMOTE_LABEL_CAP:
+                self.complete, self.problem = False, f"stopped at {REMOTE_LABEL_CAP} names"
+                return
+            res = self.endpoint.query(
+                f"SELECT ?s ?p ?o WHERE {{ VALUES ?p {{ {preds} }} ?s ?p ?o FILTER(isIRI(?s)) }} "
+                f"LIMIT {page} OFFSET {offset}"  # no ORDER BY: too costly on large endpoints
+            )
+            if not res.ok or res.table is None:
+                self.complete, self.problem = False, res.describe()
+                return
+            for row in res.table.rows:
+                o = row["o"]
+                yield row["s"].value, row["p"].value, o.value, o.kind == "uri", o.lang
+            if len(res.table.rows) < page and not res.table.truncated:
+                return
+            offset += page
 
 
 def _remote_predicates(endpoint: RemoteEndpoint) -> dict[str, int]:
@@ -202,19 +216,29 @@ def open_remote(
     vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
     key = hashlib.sha256(url.encode()).hexdigest()[:20]
     index_path = settings.home / "remote" / key / "labels.sqlite"
+    partial = index_path.with_name("labels.partial.sqlite")
+    description_note = ""
     if not LabelIndex.exists(index_path):
         if progress:
             progress(f"indexing names of {url}", 0, 1)
-        LabelIndex.build_from_triples(
-            _remote_triples(endpoint, vocab), index_path, vocab, _remote_predicates(endpoint)
-        )
+        pages = _NamePages(endpoint, vocab)
+        # An index built from an incomplete read is used for this run only; the next run tries again.
+        target = index_path
+        LabelIndex.build_from_triples(pages, partial, vocab, _remote_predicates(endpoint))
+        if pages.complete:
+            partial.replace(index_path)
+        else:
+            target = partial
+            description_note = f" (names index incomplete: {pages.problem})"
+    else:
+        target = index_path
     return KnowledgeGraph(
         name=url,
         endpoint=endpoint,
         vocab=vocab,
         prefixes=PrefixMap.default(wb.prefixes() if wb else {}),
-        names=LabelIndex(index_path),
-        description=f"SPARQL endpoint {url}",
+        names=LabelIndex(target),
+        description=f"SPARQL endpoint {url}" + (description_note if target == partial else ""),
     )
 
 

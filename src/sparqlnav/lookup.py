@@ -10,12 +10,13 @@ from typing import Any
 
 from sparqlnav.graph import Outcome
 from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.labels import Hit
+from sparqlnav.labels import STRONG_SCORE, Hit
 from sparqlnav.results import Term, clip, show_term
 
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
 EDGE_LIMIT = 2000
+_IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
 class LookupFailed(Exception):
@@ -76,6 +77,9 @@ def resolve(kg: KnowledgeGraph, ident: str) -> str:
         return wb.entity_iri(ident)
     iri = kg.prefixes.expand(ident)
     if iri is not None:
+        if not _IRI_OK.match(iri):
+            # It goes into queries as <iri>: anything else could change the query's meaning.
+            raise LookupFailed(f"{ident!r} is not a valid IRI")
         return iri
     raise LookupFailed(
         f"cannot resolve {ident!r}: give an IRI, a prefixed name with a known prefix, or a Q/P id"
@@ -83,14 +87,20 @@ def resolve(kg: KnowledgeGraph, ident: str) -> str:
 
 
 def resolve_or_search(kg: KnowledgeGraph, ident: str) -> str:
-    """Like `resolve`, but a plain name is looked up and its best match used."""
+    """Like `resolve`, but a plain name is looked up and its best match used, when the match is good."""
+    return resolve_name(kg, ident)[0]
+
+
+def resolve_name(kg: KnowledgeGraph, ident: str) -> tuple[str, Hit | None]:
+    """Like `resolve_or_search`, also returning the search hit when a name was looked up (so callers can say so)."""
     try:
-        return resolve(kg, ident)
+        return resolve(kg, ident), None
     except LookupFailed:
         hits = kg.names.search(ident, limit=1)
-        if not hits:
-            raise LookupFailed(f"nothing in {kg.name} is called {ident!r}") from None
-        return hits[0].iri
+        if not hits or hits[0].score < STRONG_SCORE:
+            near = f" (closest: {hits[0].label!r}, {kg.prefixes.compact(hits[0].iri)})" if hits else ""
+            raise LookupFailed(f"nothing in {kg.name} is called {ident!r}{near}") from None
+        return hits[0].iri, hits[0]
 
 
 def property_iri(kg: KnowledgeGraph, iri: str) -> str:
@@ -200,17 +210,18 @@ class EntityPage:
         return "\n".join(lines)
 
 
-def _run(kg: KnowledgeGraph, sparql: str) -> list[dict[str, Term]]:
+def _run(kg: KnowledgeGraph, sparql: str) -> tuple[list[dict[str, Term]], bool]:
+    """Rows of a lookup query, and whether a cap cut them."""
     res = kg.endpoint.query(sparql)
     if res.outcome not in (Outcome.OK, Outcome.EMPTY):
         raise LookupFailed(f"{res.outcome.value}: {res.message}")
-    return res.table.rows if res.table else []
+    return (res.table.rows, res.table.truncated) if res.table else ([], False)
 
 
 def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
     """Outgoing edges of an entity grouped by property; Wikibase statements carry their qualifiers."""
-    rows = _run(kg, f"SELECT ?p ?o WHERE {{ <{iri}> ?p ?o }} LIMIT {EDGE_LIMIT + 1}")
-    truncated = len(rows) > EDGE_LIMIT
+    rows, cut = _run(kg, f"SELECT ?p ?o WHERE {{ <{iri}> ?p ?o }} LIMIT {EDGE_LIMIT + 1}")
+    truncated = cut or len(rows) > EDGE_LIMIT
     rows = rows[:EDGE_LIMIT]
     wb = kg.vocab.wikibase
     label: str | None = None
@@ -237,7 +248,7 @@ def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
             continue
         grouped.setdefault(p, []).append(Value(o))
     if wb:
-        _attach_qualifiers(kg, iri, grouped)
+        truncated = _attach_qualifiers(kg, iri, grouped) or truncated
     iris = {
         iri,
         *grouped,
@@ -266,10 +277,11 @@ def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
     return EntityPage(iri, label or labels.get(iri), description, edges, truncated)
 
 
-def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Value]]) -> None:
+def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Value]]) -> bool:
+    """Add statement qualifiers (and non-best-rank values); True when the statements were cut short."""
     wb = kg.vocab.wikibase
     assert wb is not None
-    rows = _run(
+    rows, cut = _run(
         kg,
         f"SELECT ?claim ?st ?v ?q ?qv WHERE {{ <{iri}> ?claim ?st . ?st ?ps ?v . "
         f'FILTER(STRSTARTS(STR(?ps), "{wb.statement}")) '
@@ -294,6 +306,7 @@ def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Val
             values.append(match)
         for statement_quals in statements.values():
             match.qualifiers.extend(statement_quals)
+    return cut or len(rows) >= EDGE_LIMIT * 4
 
 
 def _labels(kg: KnowledgeGraph, iris: Iterable[str]) -> dict[str, str]:
@@ -350,7 +363,7 @@ class PropertyExamples:
 def property_examples(kg: KnowledgeGraph, prop: str, *, limit: int = 5) -> PropertyExamples:
     """Up to `limit` subject–object pairs that use a property (Wikibase property entities via their direct claim)."""
     pred = property_iri(kg, prop)
-    rows = _run(kg, f"SELECT ?s ?o WHERE {{ ?s <{pred}> ?o }} LIMIT {limit}")
+    rows, _ = _run(kg, f"SELECT ?s ?o WHERE {{ ?s <{pred}> ?o }} LIMIT {limit}")
     pairs = [(r["s"], r["o"]) for r in rows if "s" in r and "o" in r]
     labels = _labels(
         kg, [pred, prop, *(t.value for pair in pairs for t in pair if t.kind == "uri")]
@@ -391,11 +404,11 @@ class Relations:
 
 def relations(kg: KnowledgeGraph, iri: str) -> Relations:
     """Forward and backward properties of an entity."""
-    out_rows = _run(
+    out_rows, _ = _run(
         kg,
         f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ <{iri}> ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
     )
-    in_rows = _run(
+    in_rows, _ = _run(
         kg,
         f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p <{iri}> }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
     )

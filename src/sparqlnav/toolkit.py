@@ -4,9 +4,12 @@ SPARQL runs are all recorded in the trace, and whose text observations are writt
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from sparqlnav.graph import Endpoint, QueryResult
 from sparqlnav.kg import KnowledgeGraph
@@ -71,6 +74,14 @@ class Observation:
     ok: bool = True
 
 
+# What a name service (the SQLite index, a MediaWiki API) may raise; tools report it, runs go on.
+NAME_SERVICE_ERRORS = (httpx.HTTPError, sqlite3.Error, RuntimeError, OSError, ValueError)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
 class Toolkit:
     """search, get_entity, get_property_examples and execute_sparql over one KG, traced."""
 
@@ -82,7 +93,10 @@ class Toolkit:
 
     def search(self, query: str) -> Observation:
         """Entities and properties whose names match `query`."""
-        found: SearchResult = search(self.kg, query, entities=self.entities, properties=self.properties)
+        try:
+            found: SearchResult = search(self.kg, query, entities=self.entities, properties=self.properties)
+        except NAME_SERVICE_ERRORS as exc:
+            return Observation(f"search failed: {_one_line(exc)}", None, ok=False)
         return Observation(found.to_text(self.kg), found)
 
     def get_entity(
@@ -93,6 +107,8 @@ class Toolkit:
             page: EntityPage = entity(self.kg, resolve(self.kg, ident))
         except LookupFailed as exc:
             return Observation(str(exc), None, ok=False)
+        except NAME_SERVICE_ERRORS as exc:
+            return Observation(f"get_entity failed: {_one_line(exc)}", None, ok=False)
         if prune is None:
             return Observation(page.to_text(self.kg), page)
         kept = prune(page)
@@ -108,6 +124,8 @@ class Toolkit:
             ex: PropertyExamples = property_examples(self.kg, resolve(self.kg, ident))
         except LookupFailed as exc:
             return Observation(str(exc), None, ok=False)
+        except NAME_SERVICE_ERRORS as exc:
+            return Observation(f"get_property_examples failed: {_one_line(exc)}", None, ok=False)
         return Observation(ex.to_text(self.kg), ex)
 
     def execute_sparql(self, query: str) -> Observation:
@@ -117,7 +135,10 @@ class Toolkit:
             return Observation(f"The query failed — {result.describe()}", result, ok=False)
         shown = result.table.rows[:10] + result.table.rows[-10:]  # what the markdown rendering shows
         iris = [t.value for row in shown for t in row.values() if t.kind == "uri"]
-        labels = self.kg.names.labels_of(iris)
+        try:
+            labels = self.kg.names.labels_of(iris)
+        except NAME_SERVICE_ERRORS:
+            labels = {}  # labels are a courtesy: the rows stand without them
         return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)
 
 
