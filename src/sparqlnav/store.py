@@ -347,16 +347,18 @@ class LocalGraph:
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run one query; on timeout the server process is killed so the work really stops."""
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.limits.timeout_s)
-        for attempt in range(3):
+        given = timeout_s if timeout_s is not None else self.limits.timeout_s
+        deadline = time.monotonic() + given
+        for attempt in range(5):
             endpoint = self._endpoint()
             generation = self._server.generation
             # A retry gets what is left of the time limit, not a fresh one.
-            limit = timeout_s if attempt == 0 else max(0.1, deadline - time.monotonic())
+            limit = given if attempt == 0 else max(0.1, deadline - time.monotonic())
             result = endpoint.query(sparql, timeout_s=limit)
             if result.outcome is Outcome.TIMEOUT:
                 self._server.restart(generation)
-            if result.outcome is not Outcome.UNREACHABLE:
+                result.message = f"the query did not finish within {given:g} s"
+            if result.outcome is not Outcome.UNREACHABLE or time.monotonic() >= deadline:
                 break
             # The process died under us (killed for another thread's timeout, or crashed): restart and retry.
             self._server.restart(generation)
