@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no benchmark data at {data}", file=sys.stderr)
         return 2
     home = args.home or Path(tempfile.mkdtemp(prefix="sparqlnav-bench-"))
-    settings = replace(Settings.from_env({"SPARQLNAV_HOME": str(home)}), data_dir=data)
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(home)})
     strategy = (
         LexicalStrategy(budget_s=args.budget)
         if args.threshold is None

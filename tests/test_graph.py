@@ -325,3 +325,18 @@ def test_remote_name_index_pages_past_the_row_cap(served: tuple[OxigraphServer, 
         assert "incomplete" not in kg.description
         assert {search(kg, name).entities[0].label for name in ("Ada Lovelace", "Charles Babbage")} == {
             "Ada Lovelace", "Charles Babbage"}  # fmt: skip
+
+
+def test_headers_from_the_environment_reach_remote_endpoints(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+    a, _ = served
+    _Flaky.failures, _Flaky.target, _Flaky.seen = [], a.url, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = _settings(tmp_path, SPARQLNAV_HEADERS="Authorization: Bearer t0ken\nX-Team: kg")
+        assert settings.headers == {"Authorization": "Bearer t0ken", "X-Team": "kg"}
+        with open_kg(f"http://127.0.0.1:{server.server_address[1]}/sparql", settings) as kg:
+            assert kg.endpoint.query("ASK { ?s ?p ?o }").ok
+        assert _Flaky.seen and all(h.get("Authorization") == "Bearer t0ken" for h in _Flaky.seen)
+    finally:
+        server.shutdown()

@@ -266,3 +266,15 @@ def test_judge_hook_is_called_with_text() -> None:
 def test_check_results_rejects_malformed(data: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_results(data)
+
+
+def test_very_large_results_are_scored_quickly_by_whole_rows() -> None:
+    from sparqlnav.metrics import MAX_MATCH_CELLS, row_match
+
+    n = int(MAX_MATCH_CELLS**0.5) + 500
+    rows = [{"x": {"type": "literal", "value": str(i)}, "k": {"type": "literal", "value": "same"}} for i in range(n)]
+    gold = {"head": {"vars": ["x", "k"]}, "results": {"bindings": rows}}
+    assert row_match(gold, gold).f1 == 1.0
+    half = {"head": {"vars": ["x", "k"]}, "results": {"bindings": rows[: n // 2]}}
+    m = row_match(gold, half)
+    assert (m.tp, m.fp, m.fn) == (n // 2, 0, n - n // 2)

@@ -204,3 +204,21 @@ def test_eval_predictions_score_as_they_are(tmp_path: Path) -> None:
     path.write_text(json.dumps({"id": "q1", "question": "?", "gold": gold, "results": got}) + "\n")
     report = score_file(path)
     assert report.items[0].scores.set_precision == 1.0 and report.items[0].scores.set_recall == 0.5
+
+
+def test_lines_without_gold_are_skipped_and_redone_questions_count_once(tmp_path: Path) -> None:
+    one = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}
+    path = tmp_path / "p.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "a", "gold": one, "results": None},
+                {"id": "b", "gold": None, "results": one},
+                {"id": "a", "gold": one, "results": one},  # redone with --retry-errors: this one counts
+            ]
+        )
+    )
+    report = score_file(path)
+    assert [i.id for i in report.items] == ["a"] and report.items[0].scores.row_f1 == 1.0
+    assert report.skipped == ["b"]

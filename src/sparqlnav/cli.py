@@ -40,7 +40,7 @@ KgOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Time limit per SPARQL query, in seconds (default 60)."),
+    typer.Option("--timeout", min=0.001, help="Time limit per SPARQL query, in seconds (default 60)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 
@@ -255,6 +255,8 @@ def ask(
         trace.finish()
         if json_output:
             print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
+            if result.status == "error":
+                raise typer.Exit(1)
             return
         screen = out()
         if result.sparql:
@@ -626,8 +628,8 @@ def index_command(
     ] = None,
     embedder: Annotated[
         str,
-        typer.Option("--embedder", help="minilm (offline, default), minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>."),
-    ] = "minilm",
+        typer.Option("--embedder", help="auto (offline MiniLM when installed, else lexical only), minilm, minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>."),
+    ] = "auto",
     endpoint: Annotated[
         str | None, typer.Option("--endpoint", help="Endpoint of examples that name none (benchmark files never do).")
     ] = None,
@@ -661,6 +663,7 @@ def index_command(
     for path in void or []:
         if not path.is_file():
             raise CliError(f"no such VoID file: {path}")
+    spec = ("minilm" if chosen is not None else "none") if embedder == "auto" else embedder
     settings = settings_for(timeout)
     console = err()
     with opened(kg, settings) as graph, Progress(
@@ -683,7 +686,7 @@ def index_command(
         try:
             ctx, stats = build_kg_index(
                 graph, settings.home, examples=found, void_files=void or [], embedder=chosen,
-                embedder_spec=embedder, endpoint_examples=not no_endpoint_examples,
+                embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
                 backend=backend, backend_spec=backend_spec, progress=report,
             )
         except (SchemaUnavailable, ExamplesError, IndexUnavailable) as exc:
@@ -693,7 +696,7 @@ def index_command(
     summary = {
         "index": str(kg_index_dir(graph, settings.home)),
         "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
-        "embedder": embedder if chosen is not None else "none", **stats.to_json(),
+        "embedder": spec, **stats.to_json(),
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))

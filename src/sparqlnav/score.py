@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ class ScoreReport:
 
     items: list[ScoredItem]
     overall: dict[str, Any]
+    skipped: list[str] = field(default_factory=list)  # ids with no gold answer to score against
 
 
 def score_file(path: str | Path, *, judge: AnswerJudge | None = None) -> ScoreReport:
@@ -48,7 +49,8 @@ def score_lines(
     lines: Iterable[str], *, source: str = "<input>", judge: AnswerJudge | None = None
 ) -> ScoreReport:
     """Score JSONL text lines; blank lines are skipped, a bad line raises `ScoreFileError`."""
-    items: list[ScoredItem] = []
+    items: dict[str, ScoredItem] = {}
+    skipped: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -65,13 +67,16 @@ def score_lines(
             if key not in record:
                 raise ScoreFileError(f"{where}: missing '{key}'")
         gold, predicted = record["gold"], record["predicted"]
+        ident = record.get("id", str(number))
+        if gold is None:  # e.g. an eval record whose gold query failed: nothing to score against
+            skipped.append(str(ident))
+            continue
         try:
             check_results(gold, what="gold")
             if predicted is not None:
                 check_results(predicted, what="predicted")
         except ValueError as error:
             raise ScoreFileError(f"{where}: {error}") from error
-        ident = record.get("id", str(number))
         if not isinstance(ident, str | int):
             raise ScoreFileError(f"{where}: 'id' must be a string or a number")
         question = record.get("question")
@@ -81,8 +86,9 @@ def score_lines(
             question=question if isinstance(question, str) else None,
             judge=judge,
         )
-        items.append(ScoredItem(id=str(ident), scores=scores))
-    return ScoreReport(items=items, overall=aggregate([item.scores for item in items]))
+        items[str(ident)] = ScoredItem(id=str(ident), scores=scores)  # a re-done question: the last line wins
+    scored = list(items.values())
+    return ScoreReport(items=scored, overall=aggregate([item.scores for item in scored]), skipped=skipped)
 
 
 def report_json(report: ScoreReport) -> dict[str, Any]:
@@ -90,6 +96,7 @@ def report_json(report: ScoreReport) -> dict[str, Any]:
     return {
         "items": [{"id": item.id, **item.scores.to_dict()} for item in report.items],
         "overall": report.overall,
+        "skipped": report.skipped,
     }
 
 
@@ -131,6 +138,8 @@ def render_report(report: ScoreReport, console: Console) -> None:
             summary.add_row(name, _num(macro.get(name)), _num(micro.get(name)))
     console.print(summary)
     console.print(f"{overall['count']} questions, {overall['predicted']} with a prediction")
+    if report.skipped:
+        console.print(f"{len(report.skipped)} without a gold answer, not scored: {', '.join(report.skipped[:10])}")
 
 
 def _num(value: float | None) -> str:

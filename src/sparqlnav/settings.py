@@ -13,6 +13,7 @@ from sparqlnav.graph import (
     DEFAULT_TIMEOUT_S,
     USER_AGENT,
     Limits,
+    as_mapping,
 )
 
 
@@ -34,7 +35,6 @@ class Settings:
     allowed_services: tuple[str, ...] = ()
     wikidata_sparql: str = "https://query.wikidata.org/sparql"
     wikidata_api: str = "https://www.wikidata.org/w/api.php"
-    data_dir: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -53,7 +53,7 @@ class Settings:
             allowed_services=services,
             wikidata_sparql=env.get("SPARQLNAV_WIKIDATA_SPARQL", cls.wikidata_sparql),
             wikidata_api=env.get("SPARQLNAV_WIKIDATA_API", cls.wikidata_api),
-            data_dir=Path(env["SPARQLNAV_DATA"]) if env.get("SPARQLNAV_DATA") else None,
+            headers=as_mapping(h for h in env.get("SPARQLNAV_HEADERS", "").splitlines() if h.strip()),
         )
 
     def with_timeout(self, timeout_s: float | None) -> Settings:
