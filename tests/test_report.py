@@ -229,3 +229,20 @@ def test_report_verb(tmp_path: Path) -> None:
 def test_natural_order_of_ids() -> None:
     ids = ["ck25:10-en", "ck25:2-en", "q", "ck25:1-en"]
     assert sorted(ids, key=natural_key) == ["ck25:1-en", "ck25:2-en", "ck25:10-en", "q"]
+
+
+def test_summary_counts_only_the_questions_this_run_selected() -> None:
+    from sparqlnav.report import summarize
+
+    one = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}
+    none = {"head": {"vars": ["x"]}, "results": {"bindings": []}}
+
+    def record(qid: str, predicted: dict[str, object]) -> dict[str, object]:
+        from sparqlnav.metrics import score
+
+        s = score(one, predicted)
+        return {"id": qid, "gold": one, "results": predicted, "metrics": s.to_dict(), "f1": s.set_f1, "tags": [], "usage": {}}
+
+    records = [record("a", one), record("old", none)]  # "old" is left from an earlier --limit
+    summary = summarize(records, {"selected": ["a"]})
+    assert summary["stale"] == 1 and summary["macro_f1"] == 1.0 and summary["complete"] is True

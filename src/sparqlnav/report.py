@@ -141,8 +141,18 @@ def _group(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The summary.json object: metrics overall and by tag, cost per question, failure and gold breakdowns."""
+    """The summary.json object: metrics overall and by tag, cost per question, failure and gold breakdowns.
+
+    Only the questions this run selected count: a folder reused with another --limit or --sample keeps
+    earlier records (for resuming), which are reported as `stale`, not scored.
+    """
     info = info or {}
+    chosen = info.get("selected")
+    stale = 0
+    if chosen is not None:
+        wanted = set(map(str, chosen))
+        kept = [r for r in records if str(r.get("id")) in wanted]
+        stale, records = len(records) - len(kept), kept
     scored = [r for r in records if r.get("metrics") is not None]
     scores = [s for s in (_scores(r) for r in scored) if s is not None]
     agg = aggregate(scores)
@@ -162,6 +172,7 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "strategy": info.get("strategy") or next((r.get("strategy") for r in records if r.get("strategy")), None),
         "model": info.get("model"),
         "complete": bool(selected is not None and set(map(str, selected)) <= done_ids),
+        "stale": stale,
         "f1": _mean([float(r.get("f1") or 0.0) for r in scored]),
         "macro_f1": agg["macro_f1"],
         "micro_f1": agg["micro_f1"],
