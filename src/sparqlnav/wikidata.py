@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -14,6 +15,8 @@ from sparqlnav.kg import KnowledgeGraph, wikidata_prefixes
 from sparqlnav.labels import Hit, Kind
 from sparqlnav.settings import Settings
 from sparqlnav.vocab import WIKIDATA, Vocabulary, Wikibase
+
+LABEL_CACHE_SIZE = 100_000
 
 
 class WikidataNames:
@@ -34,7 +37,13 @@ class WikidataNames:
         self._client = httpx.Client(
             headers={"User-Agent": user_agent} if user_agent else {}, timeout=timeout_s
         )
-        self._labels: dict[str, str] = {}
+        self._labels: OrderedDict[str, str] = OrderedDict()  # bounded: a long-running server asks about many
+
+    def _remember(self, iri: str, label: str) -> None:
+        self._labels[iri] = label
+        self._labels.move_to_end(iri)
+        while len(self._labels) > LABEL_CACHE_SIZE:
+            self._labels.popitem(last=False)
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -67,7 +76,7 @@ class WikidataNames:
                 "value", entry["id"]
             )
             match = entry.get("match", {})
-            self._labels[iri] = label
+            self._remember(iri, label)
             hits.append(
                 Hit(
                     iri=iri,
@@ -122,7 +131,7 @@ class WikidataNames:
             for qid, ent in (data.get("entities") or {}).items():
                 value = ((ent.get("labels") or {}).get(self.language) or {}).get("value")
                 if value:
-                    self._labels[wb.entity_iri(qid)] = value
+                    self._remember(wb.entity_iri(qid), value)
         out: dict[str, str] = {}
         for iri in asked:
             pid = wb.property_id(iri)
