@@ -114,7 +114,7 @@ def test_identifiers_cannot_inject_query_text_and_weak_matches_are_not_used(wiki
     with pytest.raises(LookupFailed, match="not a valid IRI"):
         resolve(wikibase, "http://x> ?p ?o . ?x ?y ?z } #")
     assert resolve_or_search(wikibase, "Marie Curie") == "https://kg.example/entity/Q1"
-    with pytest.raises(LookupFailed, match="nothing in .* is called 'Zanzibar Quokka'"):
+    with pytest.raises(LookupFailed, match=r"nothing in .* is called 'Zanzibar Quokka'"):
         resolve_or_search(wikibase, "Zanzibar Quokka")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 
 import test_serve
 from scripted_llm import Call, Reply, ScriptedLLM
-from sparqlnav.kg import KnowledgeGraph
+from sparqlnav.kg import KnowledgeGraph, open_kg
 from sparqlnav.llm import LLMConfig
 from sparqlnav.mcp_server import SingleKG, create_mcp_server
 from sparqlnav.serve import ServeConfig, background, create_app
@@ -27,6 +27,21 @@ BASE_TOOLS = {"search", "get_entity", "get_property_examples", "execute_sparql"}
 ALL_TOOLS = BASE_TOOLS | {"find_examples", "get_class_shapes", "validate_sparql", "ask"}
 tiny_path = test_serve.tiny_path  # the shared small graph (fixtures)
 tiny = test_serve.tiny
+EXAMPLE = """
+@prefix sh: <http://www.w3.org/ns/shacl#> .
+ex:query-team a sh:SPARQLExecutable, sh:SPARQLSelectExecutable ;
+  rdfs:comment "Which team is a person a member of?"@en ;
+  sh:select "PREFIX ex: <http://example.org/tiny/> SELECT ?person ?team WHERE { ?person ex:memberOf ?team }" .
+"""
+
+
+@pytest.fixture(scope="module")
+def documented(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> Iterator[KnowledgeGraph]:
+    """The small graph plus one example query it publishes about itself (SHACL, as SIB endpoints do)."""
+    path = tmp_path_factory.mktemp("documented") / "documented.ttl"
+    path.write_text(test_serve.TINY + EXAMPLE, encoding="utf-8")
+    with open_kg(str(path), settings) as graph:
+        yield graph
 
 
 def text_of(result: Any) -> str:
@@ -44,7 +59,7 @@ def run(target: Any, body: Callable[[Client], Awaitable[None]]) -> None:
     asyncio.run(main())
 
 
-def test_tools_over_streamable_http(settings: Settings, tiny: KnowledgeGraph) -> None:
+def test_tools_over_streamable_http(settings: Settings, documented: KnowledgeGraph) -> None:
     async def body(client: Client) -> None:
         names = {t.name for t in (await client.list_tools()).tools}
         assert BASE_TOOLS | {"validate_sparql"} <= names and "ask" not in names  # no LLM here
@@ -77,17 +92,30 @@ def test_tools_over_streamable_http(settings: Settings, tiny: KnowledgeGraph) ->
         assert not checked.is_error
         assert "ex:manger is not a predicate" in text_of(checked) and "ex:manager" in text_of(checked)
         assert f"PREFIX ex: <{EX}>" in text_of(checked)  # the missing prefix was repaired
+        fine = await client.call_tool("validate_sparql", {"query": MANAGER_OF_ALICE})
+        assert text_of(fine) == "no issues"
 
-    app = create_app(settings, ServeConfig(), kgs={"tiny": tiny})
+        examples = await client.call_tool("find_examples", {"question": "What team does Carol belong to?"})
+        assert not examples.is_error
+        assert "Which team is a person a member of?" in text_of(examples)
+        assert "SELECT ?person ?team WHERE { ?person ex:memberOf ?team }" in text_of(examples)
+
+        shapes = await client.call_tool("get_class_shapes", {"classes": ["ex:Person", "team"]})
+        assert not shapes.is_error
+        person, team = text_of(shapes).split("\n\n")
+        assert person.startswith("ex:Person {") and "ex:memberOf [ ex:Team ]" in person and "ex:manager [ ex:Person ]" in person
+        assert team.startswith("ex:Team {")
+
+    app = create_app(settings, ServeConfig(), kgs={"tiny": documented})
     with background(app) as url:
         run(url + "/mcp", body)
 
 
-def test_tool_list_covers_every_tool(tiny: KnowledgeGraph) -> None:
-    _, tools = create_mcp_server(SingleKG(tiny))
+def test_tool_list_covers_every_tool(settings: Settings, tiny: KnowledgeGraph) -> None:
+    _, tools = create_mcp_server(SingleKG(tiny), home=settings.home)
     assert set(tools.offered) | set(tools.missing) == ALL_TOOLS
     assert tools.missing["ask"] == "no LLM configured"
-    assert set(tools.offered) >= BASE_TOOLS
+    assert set(tools.offered) == ALL_TOOLS - {"ask"}  # validation and retrieval are in this build
 
 
 @pytest.mark.slow

@@ -1,16 +1,18 @@
 """The MCP face of sparqlnav: the shared toolkit offered to any MCP client, over stdio or streamable HTTP.
 
 Tool failures reach the client as MCP tool errors (`isError`) carrying the engine's own message, so an
-agent on the other side can read what went wrong and fix its call.
+agent on the other side can read what went wrong and fix its call. Tools backed by modules this build may
+lack (validation, retrieval) are imported lazily and left out, with the reason, when missing.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
@@ -23,6 +25,7 @@ from sparqlnav.trace import Trace
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
+    from sparqlnav.index import KGIndex
     from sparqlnav.llm import LLMConfig
 
 StrategyFactory = Callable[[str, "LLMConfig | None"], "Strategy"]
@@ -31,8 +34,8 @@ INSTRUCTIONS = (
     "Tools to explore an RDF knowledge graph and answer questions with SPARQL. Typical flow: `search` for "
     "the names in the question, `get_entity` to see how an entity is described, `get_property_examples` "
     "to see how a property is used, then `execute_sparql` small queries and grow the final one. "
-    "`find_examples` and `get_class_shapes` (when offered) show example queries and the schema; "
-    "`validate_sparql` (when offered) checks a query before running it."
+    "`find_examples` shows example queries for similar questions, `get_class_shapes` the properties of "
+    "classes, and `validate_sparql` checks a query against the schema before it runs."
 )
 
 
@@ -59,7 +62,7 @@ class SingleKG:
         return [self.kg.name]
 
     def get(self, name: str | None = None) -> KnowledgeGraph:
-        """The KG, whatever name is asked for that matches (or none)."""
+        """The KG, when `name` is its name or none."""
         if name not in (None, "", self.kg.name):
             raise KeyError(f"unknown KG {name!r}: this server has {self.kg.name!r}")
         return self.kg
@@ -71,94 +74,66 @@ class McpTools:
 
     offered: list[str] = field(default_factory=list)
     missing: dict[str, str] = field(default_factory=dict)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Release what the tools opened (retrieval indexes)."""
+        for close in self.closers:
+            close()
 
 
-class SchemaCache:
-    """Each KG's schema, computed once on first use: full statistics for local graphs, the endpoint's VoID
-    (else a sample) for remote ones, none for Wikidata (too large to describe)."""
+class Retrieval:
+    """Each KG's retrieval index (example queries, class shapes, schemas): as `sparqlnav index` built it, else
+    built on first use the way the retrieve strategy builds it. Thread-safe; one build per KG."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: Path) -> None:
+        self.home = home
         self._lock = threading.Lock()
-        self._schemas: dict[str, Any] = {}
+        self._contexts: dict[tuple[str, str], KGIndex] = {}
 
-    def get(self, kg: KnowledgeGraph) -> Any:
-        """The schema of `kg`, or None when it cannot be had."""
-        key = f"{kg.name}|{kg.description}"
+    def get(self, kg: KnowledgeGraph) -> KGIndex:
+        """The KG's index and schemas; ToolError with the reason when they cannot be had."""
+        from sparqlnav.embed import EmbedderUnavailable, default_embedder
+        from sparqlnav.examples import ExamplesError
+        from sparqlnav.index import (
+            IndexUnavailable,
+            SchemaUnavailable,
+            build_kg_index,
+            open_kg_index,
+        )
+
+        key = (kg.name, kg.description)
         with self._lock:
-            if key not in self._schemas:
-                self._schemas[key] = self._compute(kg)
-            return self._schemas[key]
+            ctx = self._contexts.get(key)
+            if ctx is None:
+                try:
+                    ctx = open_kg_index(kg, self.home, environ=os.environ)
+                    if ctx is None:
+                        embedder = default_embedder()
+                        ctx, _ = build_kg_index(
+                            kg, self.home, embedder=embedder, embedder_spec="minilm" if embedder else "none"
+                        )
+                except (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, OSError) as exc:
+                    raise ToolError(f"no retrieval index for {kg.name}: {exc}") from None
+                self._contexts[key] = ctx
+            return ctx
 
-    @staticmethod
-    def _compute(kg: KnowledgeGraph) -> Any:
-        # TODO(lead): the CLI's `validate` computes and caches schemas too; share one cache beside the KG layer.
-        from sparqlnav.graph import rows_as_dicts
-        from sparqlnav.schema import compute_schema, read_void
-        from sparqlnav.store import LocalGraph
-
-        if kg.vocab.wikibase is not None and kg.name == "wikidata":
-            return None
-        prefixes = {k: v for k, v in kg.prefixes.items() if k}
-
-        class Runner:
-            def select(self, sparql: str) -> list[dict[str, str]]:
-                result = kg.endpoint.query(sparql)
-                if not result.ok:
-                    raise ToolError(f"cannot compute the schema of {kg.name}: {result.describe()}")
-                return rows_as_dicts(result)
-
-        remote = not isinstance(kg.endpoint, LocalGraph)
-        schema = read_void(Runner(), endpoint=kg.endpoint.url) if remote else None
-        if schema is None or not schema.classes:
-            schema = compute_schema(
-                Runner(),
-                mode="sampled" if remote else "full",
-                type_predicate=kg.vocab.types[0],
-                prefixes=prefixes,
-                endpoint=kg.endpoint.url if remote else None,
-            )
-        return schema
+    def close(self) -> None:
+        """Close the indexes."""
+        with self._lock:
+            for ctx in self._contexts.values():
+                ctx.close()
+            self._contexts.clear()
 
 
-def _optional(module: str, attr: str) -> tuple[Callable[..., Any] | None, str]:
-    """A function from a module that may not exist yet in this build (imported lazily)."""
-    try:
-        mod = import_module(module)
-    except ImportError as exc:
-        return None, f"{module} is not available ({exc})"
-    fn = getattr(mod, attr, None)
-    if fn is None or not callable(fn):
-        return None, f"{module} has no {attr}()"
-    return fn, ""
-
-
-def _text(value: Any) -> str:
-    """Render a structured value from another module as text for an MCP client."""
-    if isinstance(value, str):
-        return value
-    for method in ("to_text", "render", "to_markdown"):
-        fn = getattr(value, method, None)
-        if callable(fn):
-            try:
-                return str(fn())
-            except TypeError:  # needs arguments we do not have: fall through to JSON
-                continue
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return "\n\n".join(_text(v) for v in value) or "(nothing found)"
-    to_json = getattr(value, "to_json", None)
-    data = to_json() if callable(to_json) else value
-    return json.dumps(data, ensure_ascii=False, indent=1, default=str)
-
-
-def _text_tool(
-    fn: Callable[..., Any], kg_of: Callable[[str | None], KnowledgeGraph]
-) -> Callable[..., str]:
-    """A tool `(text, kg)` over a library function `fn(kg, text)` whose result is rendered as text."""
-
-    def tool(text: str, kg: str | None = None) -> str:
-        return _text(fn(kg_of(kg), text))
-
-    return tool
+def _available(*modules: str) -> str:
+    """Why a tool cannot be offered ('' when every module it needs imports)."""
+    for module in modules:
+        try:
+            import_module(module)
+        except ImportError as exc:
+            return f"{module} is not available ({exc})"
+    return ""
 
 
 def _observed(obs: Observation) -> str:
@@ -168,25 +143,37 @@ def _observed(obs: Observation) -> str:
     return obs.text
 
 
+def _cached(factory: StrategyFactory) -> StrategyFactory:
+    """One strategy instance per name (strategies keep their LLM connections between questions)."""
+    made: dict[str, Strategy] = {}
+    lock = threading.Lock()
+
+    def get(name: str, llm: LLMConfig | None) -> Strategy:
+        with lock:
+            if name not in made:
+                made[name] = factory(name, llm)
+            return made[name]
+
+    return get
+
+
 def create_mcp_server(
     source: KGSource,
     *,
+    home: Path | None = None,
     llm: LLMConfig | None = None,
     strategy_factory: StrategyFactory | None = None,
     default_strategy: str = "auto",
     log_level: str = "WARNING",
 ) -> tuple[MCPServer, McpTools]:
-    """An MCP server offering the toolkit over `source`; `ask` is offered only when an LLM is configured."""
+    """An MCP server offering the toolkit over `source` (indexes kept under `home`, default the sparqlnav
+    home); `ask` is offered only when an LLM is configured."""
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
     )
     tools = McpTools()
-    several = len(source.names()) > 1
-    kg_doc = (
-        f" `kg` picks the knowledge graph ({', '.join(source.names())}; default {source.names()[0]})."
-        if several
-        else ""
-    )
+    names = source.names()
+    kg_doc = f" `kg` picks the knowledge graph ({', '.join(names)}; default {names[0]})." if len(names) > 1 else ""
 
     def kg_of(name: str | None) -> KnowledgeGraph:
         try:
@@ -218,37 +205,77 @@ def create_mcp_server(
     add(get_property_examples, "get_property_examples", "Show a few real subject–object pairs that use a property. `id`: IRI, prefixed name or P id.")
     add(execute_sparql, "execute_sparql", "Run a read-only SPARQL query under a time limit; returns a compact table, or the engine's error message.")
 
-    validate, why = _optional("sparqlnav.check", "validate")
-    if validate is not None:
-        check = validate
-        schemas = SchemaCache()
+    if home is None:
+        from sparqlnav.settings import Settings
+
+        home = Settings.from_env().home
+    retrieval = Retrieval(home)
+    tools.closers.append(retrieval.close)
+    needs_index = _available("sparqlnav.index", "sparqlnav.schema", "sparqlnav.embed", "sparqlnav.examples")
+
+    why = _available("sparqlnav.check") or needs_index
+    if not why:
 
         def validate_sparql(query: str, kg: str | None = None) -> str:
+            from sparqlnav.check import validate
+
             graph = kg_of(kg)
-            report = check(query, schemas.get(graph), prefixes={k: v for k, v in graph.prefixes.items() if k})
+            # Wikidata is too large to describe: syntax, prefixes and read-only only.
+            ctx = None if graph.name == "wikidata" else retrieval.get(graph)
+            report = validate(
+                query,
+                ctx.schema if ctx else None,
+                prefixes={k: v for k, v in graph.prefixes.items() if k},
+                schemas_by_endpoint=ctx.schemas if ctx else None,
+            )
             text = report.text()
             if report.repaired:
                 text += "\n\nrepaired query:\n" + report.query
-            return str(text)
+            return text
 
-        add(validate_sparql, "validate_sparql", "Check a SPARQL query without running it: syntax, prefixes (missing ones repaired), read-only, classes and predicates against the KG's schema; lists issues with hints.")
+        add(validate_sparql, "validate_sparql", "Check a SPARQL query without running it: syntax, prefixes (missing ones repaired), classes and predicates against the KG's schema; lists the issues with hints.")
     else:
         tools.missing["validate_sparql"] = why
 
-    for name, module, attr, doc in (
-        ("find_examples", "sparqlnav.examples", "find_examples", "Example question–query pairs similar to a question."),
-        ("get_class_shapes", "sparqlnav.schema", "get_class_shapes", "The shapes (properties and their ranges) of classes of the KG."),
-    ):
-        fn, why = _optional(module, attr)
-        if fn is None:
-            tools.missing[name] = why
-        else:
-            add(_text_tool(fn, kg_of), name, doc)
+    if not needs_index:
+
+        def find_examples(question: str, k: int = 5, kg: str | None = None) -> str:
+            from sparqlnav.index import search_all
+
+            ctx = retrieval.get(kg_of(kg))
+            hits = search_all(ctx.index, [question], k=max(1, min(k, 20)), kinds=["example"])
+            if not hits:
+                return "No example queries are indexed for this KG (add some with `sparqlnav index --examples`)."
+            blocks = []
+            for h in hits:
+                where = f"# endpoint: {h.doc.endpoint}\n" if h.doc.endpoint else ""
+                blocks.append(f"- {h.doc.title or h.doc.text}\n{where}{h.doc.content.strip()}")
+            return "\n\n".join(blocks)
+
+        def get_class_shapes(classes: list[str], kg: str | None = None) -> str:
+            from sparqlnav.index import search_all
+
+            graph = kg_of(kg)
+            ctx = retrieval.get(graph)
+            out: list[str] = []
+            for name in classes[:20]:
+                iri = graph.prefixes.expand(name)
+                if iri is not None and ctx.schema is not None and iri in ctx.schema.classes:
+                    out.append(ctx.schema.shape(iri))
+                    continue
+                hits = search_all(ctx.index, [name], k=1, kinds=["shape"])  # a word naming a class
+                out.append(hits[0].doc.content.strip() if hits else f"# no class matches {name!r}")
+            return "\n\n".join(out) or "Name at least one class."
+
+        add(find_examples, "find_examples", "Example question–query pairs whose questions resemble `question` (from the KG's own examples and any added with `sparqlnav index`).")
+        add(get_class_shapes, "get_class_shapes", "The shapes of classes (ShEx-like: each property with the classes or datatypes of its values, most used first). `classes`: IRIs, prefixed names or words naming classes.")
+    else:
+        tools.missing["find_examples"] = tools.missing["get_class_shapes"] = needs_index
 
     if llm is not None:
         from sparqlnav.strategies import StrategyUnavailable, make_strategy
 
-        factory = strategy_factory or make_strategy
+        factory = strategy_factory or _cached(make_strategy)
         llm_config = llm
 
         def ask(question: str, strategy: str = default_strategy, kg: str | None = None) -> str:
@@ -272,13 +299,16 @@ def create_mcp_server(
                 parts.append(table.to_markdown(graph.prefixes, labels))
             return "\n\n".join(p for p in parts if p)
 
-        add(ask, "ask", "Answer a question in plain language: the agent explores the KG, writes and runs SPARQL, and explains the result.")
+        add(ask, "ask", "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result.")
     else:
         tools.missing["ask"] = "no LLM configured"
     return server, tools
 
 
-def run_stdio(kg: KnowledgeGraph, *, llm: LLMConfig | None = None) -> None:
+def run_stdio(kg: KnowledgeGraph, *, home: Path | None = None, llm: LLMConfig | None = None) -> None:
     """Serve the tools over one KG on stdin/stdout until the client hangs up."""
-    server, _ = create_mcp_server(SingleKG(kg), llm=llm)
-    server.run("stdio")
+    server, tools = create_mcp_server(SingleKG(kg), home=home, llm=llm)
+    try:
+        server.run("stdio")
+    finally:
+        tools.close()

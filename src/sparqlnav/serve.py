@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -114,14 +113,14 @@ class ServeConfig:
 
 
 def kg_name(spec: str) -> str:
-    """A short name for a --kg value: demo, wikidata, the endpoint's host, or the file's stem."""
+    """The name `open_kg` gives a --kg value (demo, wikidata, the endpoint URL, the file or folder name), so
+    the names clients pick match the names in messages and index folders."""
     spec = spec.strip()
     if spec in ("", "demo", "wikidata"):
         return spec or "demo"
     if spec.startswith(("http://", "https://")):
-        return urlsplit(spec).hostname or spec
-    path = Path(spec)
-    return path.stem if path.suffix else path.name or spec
+        return spec
+    return Path(spec).expanduser().name or spec
 
 
 def parse_kgs(values: Iterable[str]) -> dict[str, str]:
@@ -507,7 +506,9 @@ class Service:
             raise HTTPException(400, str(exc)) from None
 
     def close(self) -> None:
-        """Close the strategies that hold connections."""
+        """Close the strategies that hold connections, and the MCP tools' indexes."""
+        if self.mcp_tools is not None:
+            self.mcp_tools.close()
         with self._strategy_lock:
             for strategy in self.strategies.values():
                 close = getattr(strategy, "close", None)
@@ -595,7 +596,7 @@ class Service:
         """Wait for a run under the request time limit; errors become HTTP errors with one-line messages."""
         limit = self.config.request_timeout_s
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), limit)
+            return await asyncio.wait_for(asyncio.wrap_future(job.future), limit)
         except TimeoutError:
             job.cancel()
             raise HTTPException(504, f"no answer within the time limit of {limit:g} s") from None
@@ -646,7 +647,7 @@ def create_app(
         from sparqlnav.mcp_server import create_mcp_server
 
         mcp_server, service.mcp_tools = create_mcp_server(
-            pool, llm=llm, strategy_factory=service.shared_strategy, default_strategy=config.strategy
+            pool, home=settings.home, llm=llm, strategy_factory=service.shared_strategy, default_strategy=config.strategy
         )
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
 
