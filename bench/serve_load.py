@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +121,6 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    # The scripted LLM stands in for a real LLM server, which listens with a normal backlog; the stdlib's
-    # default of 5 pending connections would make a burst of 50 first connections retry their SYN after 1 s.
-    ThreadingHTTPServer.request_queue_size = 256
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--latency", type=float, default=0.25, help="seconds the scripted LLM takes per call")

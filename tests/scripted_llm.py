@@ -98,6 +98,13 @@ def completion(body: dict[str, Any], reply: Reply, serial: int) -> dict[str, Any
     }
 
 
+class _Server(ThreadingHTTPServer):
+    """The stdlib server with a listen backlog that takes a burst of clients (its default is 5)."""
+
+    request_queue_size = 256
+    daemon_threads = True
+
+
 class ScriptedLLM:
     """OpenAI chat-completions server on 127.0.0.1 that answers each request with the next script step."""
 
@@ -110,7 +117,7 @@ class ScriptedLLM:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._serial = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
