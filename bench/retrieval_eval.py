@@ -200,7 +200,7 @@ def random_lists(examples: list[Example], seed: int = 0) -> dict[str, list[str]]
 # ------------------------------------------------------------------------------ build and latency (child)
 
 CHILD = r"""
-import json, resource, statistics, sys, time
+import json, statistics, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r} + "/src")
 from sparqlnav.examples import load_examples
@@ -226,7 +226,8 @@ changed = [d if n % 100 else type(d)(**{{**d.__dict__, "text": d.text + " (revis
 t3 = time.perf_counter()
 partial = index.build(changed)
 partial_s = time.perf_counter() - t3
-peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM, not ru_maxrss: the latter keeps the parent's peak across fork and exec.
+peak_build = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 reopened = LocalIndex(Path({path!r}), embedder)
 t4 = time.perf_counter()
 reopened.search("warm up", k=10)
@@ -245,7 +246,7 @@ print(json.dumps({{"docs": len(docs), "examples": len(examples), "shapes": len(d
                   "load_s": loaded, "build_s": build, "rebuild_s": rebuild, "partial_s": partial_s,
                   "stats": stats.to_json(), "again": again.to_json(), "partial": partial.to_json(),
                   "first_search_s": first, "latency": lat, "peak_rss_mb": peak_build / 1024,
-                  "file_mb": Path({path!r}).stat().st_size / 2**20}}))
+                  "file_mb": sum(p.stat().st_size for p in Path({path!r}).parent.glob("index.sqlite*")) / 2**20}}))
 """
 
 

@@ -182,15 +182,22 @@ from sparqlnav.index import LocalIndex
 
 class Dying(HashEmbedder):
     def embed(self, texts):
-        if len(self.embedded) >= 64:
-            os._exit(3)  # the process dies without any cleanup, as on kill -9
-        return super().embed(texts)
+        super().embed(texts[:10])
+        os._exit(3)  # the process dies halfway through embedding, without any cleanup, as on kill -9
 
 index = LocalIndex(__import__("pathlib").Path({str(path)!r}), Dying())
 index.build([doc(f"n{{i}}", f"new question number {{i}}") for i in range(500)])
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 3, proc.stderr
+    with LocalIndex(path, HashEmbedder()) as index:
+        assert sorted(d.id for d in index.documents()) == sorted(d.id for d in DOCS)
+        assert index.search("human gene", k=1, mode="dense")[0].doc.id == "e1"
+    # Killed inside the write transaction itself (SQLite calls the handler while it runs statements).
+    in_write = script.replace("index.build(", "index._db.set_progress_handler(lambda: os._exit(4) if index._db.in_transaction else 0, 50)\nindex.build(")
+    in_write = in_write.replace("super().embed(texts[:10])\n        os._exit(3)", "return super().embed(texts)")
+    proc = subprocess.run([sys.executable, "-c", in_write], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 4, proc.stderr
     with LocalIndex(path, HashEmbedder()) as index:
         assert sorted(d.id for d in index.documents()) == sorted(d.id for d in DOCS)
         assert index.search("human gene", k=1, mode="dense")[0].doc.id == "e1"
@@ -251,6 +258,8 @@ def test_embedder_specs() -> None:
             make_embedder("st:all-MiniLM-L6-v2")
     if minilm_model_dir() is not None:
         assert default_embedder() is not None
+        auto = make_embedder("auto")
+        assert auto is not None and auto.name == "minilm:all-MiniLM-L6-v2"
 
 
 class _EmbeddingServer:

@@ -297,3 +297,20 @@ def test_cli_index_then_ask_with_the_retrieve_strategy(scripted_llm: ScriptedLLM
     assert "What is the telephone of Baldwin Dirksen?" in system_of(scripted_llm.requests[1])  # its own example is shown: no split here
     bad = _cli("index", "--kg", kg, "--examples", str(tmp_path / "missing.yml"), home=tmp_path)
     assert bad.returncode == 1 and "no such file" in bad.stderr
+
+
+def test_a_retrieval_failure_ends_the_run_with_an_error(scripted_llm: ScriptedLLM, demo: KnowledgeGraph) -> None:
+    from sparqlnav.embed import OpenAIEmbedder
+    from test_index import DOCS, _EmbeddingServer
+
+    with _EmbeddingServer() as server:
+        embedder = OpenAIEmbedder("tiny-embed", base_url=server.url)
+        index = LocalIndex(None, embedder)
+        index.build(DOCS)
+    # The embedding server is gone: the question cannot be embedded for dense retrieval.
+    scripted_llm.script([decomposition(["genes"], ["Gene"])])
+    answer = create(config(scripted_llm), index=index).run("Which genes?", demo, Trace())
+    assert answer.status == "error" and answer.answer.startswith("Retrieval failed: embedding server failed")
+    assert answer.trace.usage.llm_calls == 1 and answer.trace.of_kind("error")
+    index.close()
+    embedder.close()

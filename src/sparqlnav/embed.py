@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -76,18 +79,31 @@ def _layer_norm(x: Matrix, weight: Matrix, bias: Matrix, eps: float) -> Matrix:
 
 
 def _gelu(x: Matrix) -> Matrix:
+    """BERT's exact GELU (erf form, not the tanh approximation: keeps us within ~1e-7 of PyTorch), in place."""
     from scipy.special import erf
 
-    # BERT's exact GELU (erf form), not the tanh approximation: keeps us within ~1e-7 of PyTorch.
-    return (0.5 * x * (1.0 + erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32)
+    t = x * np.float32(1.0 / np.sqrt(2.0))
+    erf(t, out=t)
+    t += 1.0
+    t *= 0.5
+    x *= t
+    return x
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 as a numpy forward pass: BERT encoder, mean pooling over tokens, L2 normalisation."""
 
-    def __init__(self, model_dir: Path, *, max_tokens: int | None = None, batch_tokens: int = 4096) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        max_tokens: int | None = None,
+        batch_tokens: int = 1024,
+        threads: int | None = 1,
+        workers: int | None = None,
+    ) -> None:
         try:
-            from safetensors.numpy import load_file
+            from safetensors import safe_open
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbedderUnavailable(
@@ -104,15 +120,26 @@ class MiniLMEmbedder:
         self.model_dir = model_dir
         self.max_tokens = int(max_tokens or seq)
         self.batch_tokens = batch_tokens
+        self.threads = threads
+        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self._pool: Any = None
+        if threads is not None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._pool = ThreadpoolController()
+            except ImportError:
+                self._pool = None
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self._dim = int(config["hidden_size"])
-        self.w: dict[str, Matrix] = {
-            k: v.astype(np.float32, copy=False)
-            for k, v in load_file(str(weights)).items()
-            if not k.endswith("position_ids")
-        }
+        # Tensor by tensor: reading the whole file at once would briefly hold the weights twice.
+        self.w: dict[str, Matrix] = {}
+        with safe_open(str(weights), framework="np") as f:
+            for k in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                if not k.endswith("position_ids"):
+                    self.w[k] = f.get_tensor(k).astype(np.float32, copy=False)
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens)
@@ -151,16 +178,27 @@ class MiniLMEmbedder:
             if chunks[-1] and (len(chunks[-1]) + 1) * len(encodings[i].ids) > self.batch_tokens:
                 chunks.append([])
             chunks[-1].append(i)
-        for chunk in chunks:
-            width = max(len(encodings[i].ids) for i in chunk)
-            ids = np.zeros((len(chunk), width), dtype=np.int64)
-            mask = np.zeros((len(chunk), width), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1.0
-            out[chunk] = self._forward(ids, mask)
+        # Few BLAS threads: these matmuls are small, and spinning BLAS threads on a busy machine cost 5-10x.
+        limit = self._pool.limit(limits=self.threads, user_api="blas") if self._pool is not None else nullcontext()
+        with limit:
+            if self.workers > 1 and len(chunks) > 1:
+                # numpy and scipy release the GIL in their loops: one single-threaded pass per core.
+                with ThreadPoolExecutor(max_workers=self.workers) as pool:
+                    list(pool.map(lambda chunk: self._embed_chunk(chunk, encodings, out), chunks))
+            else:
+                for chunk in chunks:
+                    self._embed_chunk(chunk, encodings, out)
         return out
+
+    def _embed_chunk(self, chunk: list[int], encodings: Sequence[Any], out: Matrix) -> None:
+        width = max(len(encodings[i].ids) for i in chunk)
+        ids = np.zeros((len(chunk), width), dtype=np.int64)
+        mask = np.zeros((len(chunk), width), dtype=np.float32)
+        for row, i in enumerate(chunk):
+            n = len(encodings[i].ids)
+            ids[row, :n] = encodings[i].ids
+            mask[row, :n] = 1.0
+        out[chunk] = self._forward(ids, mask)
 
     def _forward(self, ids: NDArray[np.int64], mask: Matrix) -> Matrix:
         w = self.w
@@ -179,7 +217,8 @@ class MiniLMEmbedder:
             def lin(v: Matrix, name: str, p: str = p) -> Matrix:
                 # 2-D matmul goes to BLAS; a 3-D stack would loop in numpy and be ~10x slower.
                 # BLAS takes the transposed view as is: no copy of the weights.
-                flat = v.reshape(-1, v.shape[-1]) @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+                flat = v.reshape(-1, v.shape[-1]) @ w[p + name + ".weight"].T
+                flat += w[p + name + ".bias"]
                 return flat.reshape(batch, width, -1)
 
             def split(v: Matrix) -> Matrix:
@@ -188,11 +227,14 @@ class MiniLMEmbedder:
             q = split(lin(x, "attention.self.query"))
             k = split(lin(x, "attention.self.key"))
             v = split(lin(x, "attention.self.value"))
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
-            scores = scores - scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
-            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, width, self._dim)
+            # In place: for long texts the batch × heads × width² scores are the largest arrays of the pass.
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores *= scale
+            scores += bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            ctx = np.asarray(scores @ v, dtype=np.float32).transpose(0, 2, 1, 3).reshape(batch, width, self._dim)
             x = _layer_norm(
                 lin(ctx, "attention.output.dense") + x,
                 w[p + "attention.output.LayerNorm.weight"],
@@ -331,11 +373,14 @@ class OpenAIEmbedder:
 
 
 def make_embedder(spec: str, *, environ: Mapping[str, str] | None = None) -> Embedder | None:
-    """An embedder from a spec: `minilm` (the packaged model) or `minilm:<model dir>`, `none`, `st:<model>`,
-    `fastembed:<model>`, `openai:<model>` (server from SPARQLNAV_EMBED_BASE_URL / _API_KEY, else OPENAI_*)."""
+    """An embedder from a spec: `auto` (the packaged MiniLM when installed, else none), `minilm` or
+    `minilm:<model dir>`, `none`, `st:<model>`, `fastembed:<model>`, `openai:<model>` (server from
+    SPARQLNAV_EMBED_BASE_URL / _API_KEY, else OPENAI_*)."""
     env = environ or {}
     kind, _, model = spec.strip().partition(":")
     kind = kind.lower()
+    if kind == "auto":
+        return default_embedder()
     if kind in ("", "minilm", "default"):
         return MiniLMEmbedder(Path(model).expanduser()) if model else MiniLMEmbedder.from_package()
     if kind in ("none", "lexical", "off"):
@@ -351,7 +396,7 @@ def make_embedder(spec: str, *, environ: Mapping[str, str] | None = None) -> Emb
         api_key = env.get("SPARQLNAV_EMBED_API_KEY") or env.get("OPENAI_API_KEY") or None
         return OpenAIEmbedder(model, base_url=base_url, api_key=api_key)
     raise EmbedderUnavailable(
-        f"unknown embedder {spec!r} (choose minilm, minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>)"
+        f"unknown embedder {spec!r} (choose auto, minilm, minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>)"
     )
 
 

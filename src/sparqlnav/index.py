@@ -43,7 +43,7 @@ INDEX_FORMAT = 1
 RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the head of each list
 BM25_K1 = 1.2
 BM25_B = 0.75
-EMBED_BATCH = 64
+EMBED_BATCH = 512
 _CANDIDATES = 100  # per-list depth fused in hybrid mode
 
 _STOP = frozenset(
@@ -275,14 +275,20 @@ class RetrievalIndex(Protocol):
 
 
 def _embed_in_batches(embedder: Embedder, texts: Sequence[str], progress: ProgressFn | None) -> Matrix:
-    parts: list[Matrix] = []
-    for start in range(0, len(texts), EMBED_BATCH):
+    """Embed in calls of EMBED_BATCH texts (for progress), similar lengths together (less padding)."""
+    out: Matrix | None = None
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for start in range(0, len(order), EMBED_BATCH):
         if progress:
             progress("embedding", start, len(texts))
-        parts.append(embedder.embed(texts[start : start + EMBED_BATCH]))
+        part = order[start : start + EMBED_BATCH]
+        vectors = embedder.embed([texts[i] for i in part])
+        if out is None:  # sized by the first answer: asking `dim` first may cost a server call
+            out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[part] = vectors
     if progress:
         progress("embedding", len(texts), len(texts))
-    return np.vstack(parts).astype(np.float32) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    return out if out is not None else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
 def _embed_key(embedder_name: str, text: str) -> str:
@@ -476,6 +482,9 @@ class LocalIndex:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            if self.path is not None:
+                # Fold the write-ahead log into the file so the index is one self-contained file again.
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._memory = None
         stats.seconds = round(time.monotonic() - started, 3)
         return stats

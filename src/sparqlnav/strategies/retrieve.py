@@ -20,13 +20,17 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.check import CheckReport, endpoint_key, validate
+from sparqlnav.embed import EmbedderUnavailable
+from sparqlnav.examples import ExamplesError
 from sparqlnav.feedback import Feedback, Memory, StepContext, render_guidelines
 from sparqlnav.graph import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.index import (
     Hit,
+    IndexUnavailable,
     KGIndex,
     Mode,
     RetrievalIndex,
+    SchemaUnavailable,
     build_kg_index,
     open_kg_index,
     search_all,
@@ -212,6 +216,7 @@ class _Run:
     kg: KnowledgeGraph
     trace: Trace
     client: LLMClient = field(init=False)
+    options: RetrieveOptions = field(init=False)
     messages: list[Message] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     opened: list[Endpoint] = field(default_factory=list)
@@ -239,7 +244,11 @@ class _Run:
 
     # -- steps
     def go(self) -> Answer:
-        ctx = self.strategy.context(self.kg, self.trace)
+        try:
+            ctx = self.strategy.context(self.kg, self.trace)
+        except (SchemaUnavailable, IndexUnavailable, ExamplesError, EmbedderUnavailable) as exc:
+            self.trace.emit("error", message=str(exc))
+            return self.finish(None, None, "error", f"No retrieval index for {self.kg.name}: {exc}", error=str(exc))
         try:
             parts = self.decompose()
             examples, shapes, endpoints = self.retrieve(ctx, parts)
@@ -251,10 +260,11 @@ class _Run:
             attempt.result = self.execute(ctx, attempt)
             if self.options.engine_fix and not _answered(attempt.result):
                 attempt = self.engine_fix(ctx, attempt)
-        except LLMError as exc:
+        except (LLMError, IndexUnavailable, EmbedderUnavailable) as exc:
             self.trace.emit("error", message=str(exc))
             last = self.attempts[-1] if self.attempts else None
-            return self.finish(last.query if last else None, None, "error", f"The LLM failed: {exc}", error=str(exc))
+            what = "The LLM failed" if isinstance(exc, LLMError) else "Retrieval failed"
+            return self.finish(last.query if last else None, None, "error", f"{what}: {exc}", error=str(exc))
         result = attempt.result
         assert result is not None
         if not result.ok or result.table is None:
@@ -311,8 +321,16 @@ class _Run:
         o = self.options
         index = ctx.index
         exclude = self._excluded(index)
-        examples = search_all(index, [self.question, *parts.sub_questions], k=o.k_examples, kinds=["example"],
-                              exclude=exclude, mode=o.mode)
+        found = search_all(index, [self.question, *parts.sub_questions], k=2 * o.k_examples, kinds=["example"],
+                           exclude=exclude, mode=o.mode)
+        # The same query under two descriptions would only cost prompt tokens.
+        seen: set[str] = set()
+        examples: list[Hit] = []
+        for hit in found:
+            key = " ".join(hit.doc.content.split())
+            if key not in seen and len(examples) < o.k_examples:
+                seen.add(key)
+                examples.append(hit)
         shapes = search_all(index, [*parts.classes, *parts.sub_questions, self.question], k=o.k_shapes,
                             kinds=["shape"], mode=o.mode)
         endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
