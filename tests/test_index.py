@@ -391,3 +391,19 @@ def test_example_doc_carries_its_endpoint_and_keywords() -> None:
     assert d.meta["services"] == ["https://s/"] and d.meta["keywords"] == ["k"]
     assert Doc.from_json(d.to_json()) == d
     assert d.fingerprint() != example_doc(Example(id="urn:x", question="Q?", query="ASK {}")).fingerprint()
+
+
+def test_schema_from_cut_results_is_refused_not_half_built(tmp_path: Path) -> None:
+    from sparqlnav.index import EndpointRunner, SchemaUnavailable
+    from sparqlnav.kg import open_kg
+    from sparqlnav.settings import Settings
+
+    (tmp_path / "g.ttl").write_text(
+        "@prefix ex: <http://example.org/> .\n" + "".join(f"ex:s{i} ex:p{i} {i} .\n" for i in range(5))
+    )
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "h"), "SPARQLNAV_MAX_ROWS": "2"})
+    with open_kg(str(tmp_path / "g.ttl"), settings) as kg:
+        runner = EndpointRunner(kg.endpoint)
+        with pytest.raises(SchemaUnavailable, match="cut at a cap"):
+            runner.select("SELECT ?p WHERE { ?s ?p ?o }")
+        assert len(runner.select("SELECT ?p WHERE { ?s ?p ?o } LIMIT 2")) == 2

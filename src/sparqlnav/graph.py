@@ -544,7 +544,7 @@ def _tail_text(reader: _CappedReader) -> str:
 
 
 def rows_as_dicts(result: QueryResult) -> list[dict[str, str]]:
-    """Rows as variable → lexical value (for code that needs only strings)."""
+    """Rows as variable → lexical value (for code that needs only strings; check `table.truncated` first)."""
     if result.table is None:
         return []
     return [{k: t.value for k, t in row.items()} for row in result.table.rows]

@@ -876,6 +876,12 @@ class EndpointRunner:
         result = self.endpoint.query(sparql, timeout_s=self.timeout_s)
         if not result.ok:
             raise SchemaUnavailable(f"{self.endpoint.name}: {result.describe()}")
+        if result.table is not None and result.table.truncated:
+            # A schema from cut results would call real predicates unknown: better none than a wrong one.
+            raise SchemaUnavailable(
+                f"{self.endpoint.name}: a schema query was cut at a cap ({result.table.cap}); "
+                "raise SPARQLNAV_MAX_ROWS or give a VoID file"
+            )
         return rows_as_dicts(result)
 
 
