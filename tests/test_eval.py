@@ -572,7 +572,14 @@ def _eval_process(args: list[str], llm: ScriptedLLM, home: Path) -> subprocess.P
     env = {**os.environ, "SPARQLNAV_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "200",
            "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model"}  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "sparqlnav", "eval", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_as_foreground)  # fmt: skip
+
+
+def _as_foreground() -> None:
+    # A shell starts background jobs with SIGINT ignored (as CI may start this suite), and Python then
+    # installs no Ctrl-C handler; the run under test should behave as a terminal's foreground job.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _count(path: Path) -> int:
