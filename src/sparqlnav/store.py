@@ -362,6 +362,11 @@ class LocalGraph:
                 break
             # The process died under us (killed for another thread's timeout, or crashed): restart and retry.
             self._server.restart(generation)
+        if result.outcome is Outcome.UNREACHABLE and time.monotonic() >= deadline:
+            # Its time ran out while the engine was being restarted: for the caller that is a timeout.
+            result = QueryResult(
+                sparql, Outcome.TIMEOUT, message=f"the query did not finish within {given:g} s", endpoint=self.name
+            )
         return result
 
     def close(self) -> None:
