@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparqlnav.answer import Answer
-from sparqlnav.kg import KnowledgeGraph, demo_path, open_kg
+from sparqlnav.kg import KnowledgeGraph, demo_path
 from sparqlnav.linking import tokenize
 from sparqlnav.metrics import set_match
-from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.lexical import LexicalStrategy, analyse, create
 from sparqlnav.trace import Trace
@@ -54,24 +52,7 @@ def f1(answer: Answer, gold: list[Any]) -> float:
     return set_match(gold_results(gold), predicted).f1
 
 
-@pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings.from_env({"SPARQLNAV_HOME": str(tmp_path_factory.mktemp("home"))})
-
-
-@pytest.fixture(scope="module")
-def demo(settings: Settings) -> Iterator[KnowledgeGraph]:
-    with open_kg("demo", settings) as kg:
-        yield kg
-
-
-@pytest.fixture(scope="module")
-def ck25(settings: Settings) -> Iterator[KnowledgeGraph]:
-    path = DATA / "ck25" / "prod-inst.ttl"
-    if not path.exists():
-        pytest.skip(f"benchmark data not available: {path}")
-    with open_kg(str(path), settings) as kg:
-        yield kg
+# The `settings`, `demo` and `ck25` fixtures come from conftest.py (one store per test session).
 
 
 # --------------------------------------------------------------------------- question analysis

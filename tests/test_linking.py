@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from scripted_llm import Reply, ScriptedLLM
 from sparqlnav.datasets import load_dataset
-from sparqlnav.kg import KnowledgeGraph, open_kg
+from sparqlnav.kg import KnowledgeGraph
 from sparqlnav.labels import LabelIndex
 from sparqlnav.linking import (
     EntityCandidate,
@@ -27,7 +27,6 @@ from sparqlnav.linking import (
     word_similarity,
 )
 from sparqlnav.llm import LLMClient, LLMConfig
-from sparqlnav.settings import Settings
 from sparqlnav.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,24 +37,7 @@ PI = "http://ld.company.org/prod-instances/"
 PV = "http://ld.company.org/prod-vocab/"
 
 
-@pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings.from_env({"SPARQLNAV_HOME": str(tmp_path_factory.mktemp("home"))})
-
-
-@pytest.fixture(scope="module")
-def demo(settings: Settings) -> Iterator[KnowledgeGraph]:
-    with open_kg("demo", settings) as kg:
-        yield kg
-
-
-@pytest.fixture(scope="module")
-def ck25(settings: Settings) -> Iterator[KnowledgeGraph]:
-    path = DATA / "ck25" / "prod-inst.ttl"
-    if not path.exists():
-        pytest.skip(f"benchmark data not available: {path}")
-    with open_kg(str(path), settings) as kg:
-        yield kg
+# The `settings`, `demo` and `ck25` fixtures come from conftest.py (one store per test session).
 
 
 # --------------------------------------------------------------------------- words and mentions
