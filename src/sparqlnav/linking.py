@@ -348,6 +348,13 @@ class EntityCandidate:
     score: float
     explained: frozenset[int] | None = None  # the mention's tokens the name accounts for
 
+    @classmethod
+    def of(
+        cls, hit: Hit, mention: Mention, similarity: float, score: float, explained: frozenset[int] | None
+    ) -> EntityCandidate:
+        """A candidate from a name-index hit and what scoring found."""
+        return cls(hit.iri, hit.kind, hit.label, hit.description, mention, hit.matched, similarity, hit.degree, score, explained)
+
     @property
     def positions(self) -> frozenset[int]:
         """Question tokens this candidate explains (the whole mention unless fewer were matched)."""
@@ -417,20 +424,7 @@ def mention_candidates(
             sim, score, explained = score_hit(mention, hit, tokens)
             if score < min_score:
                 continue
-            scored.append(
-                EntityCandidate(
-                    hit.iri,
-                    hit.kind,
-                    hit.label,
-                    hit.description,
-                    mention,
-                    hit.matched,
-                    sim,
-                    hit.degree,
-                    score,
-                    explained,
-                )
-            )
+            scored.append(EntityCandidate.of(hit, mention, sim, score, explained))
         scored.sort(key=lambda c: (-c.score, -c.degree, c.iri))
         out.extend(scored[:per_mention])
     return out
@@ -584,20 +578,7 @@ def link_llm_entities(
                 )
                 score = round(0.75 * score + 0.25 * fit, 4)
             if score >= MIN_ENTITY_SCORE:
-                scored.append(
-                    EntityCandidate(
-                        hit.iri,
-                        hit.kind,
-                        hit.label,
-                        hit.description,
-                        mention,
-                        hit.matched,
-                        sim,
-                        hit.degree,
-                        score,
-                        explained,
-                    )
-                )
+                scored.append(EntityCandidate.of(hit, mention, sim, score, explained))
         scored.sort(key=lambda c: (-c.score, -c.degree, c.iri))
         out.extend(scored[:per_mention])
     return out
