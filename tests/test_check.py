@@ -853,3 +853,22 @@ def test_every_query_in_the_shared_data_parses(data_dir: Path) -> None:
     assert wrongly_rejected == []
     assert engines["Virtuoso"] >= 10 and engines["Blazegraph"] >= 10
     assert counts["ok"] > 0.97 * sum(counts.values())
+
+
+def test_wikibase_graph_schema_types_subjects_by_p31(demo) -> None:  # type: ignore[no-untyped-def]
+    """On a Wikibase-shaped graph the computed schema types subjects by wdt:P31, so class checks work."""
+    from sparqlnav.index import kg_schema
+
+    schema = kg_schema(demo)
+    bad = validate(
+        "PREFIX wd: <https://demo.sparqlnav.org/entity/>\nPREFIX wdt: <https://demo.sparqlnav.org/prop/direct/>\n"
+        "SELECT ?x WHERE { ?x wdt:P31 wd:Q201 ; wdt:P569 ?born }",
+        schema,
+    )
+    assert not bad.ok and any(i.kind == "predicate_not_on_class" and "wdt:P569" in i.message for i in bad.issues)
+    good = validate(
+        "PREFIX wd: <https://demo.sparqlnav.org/entity/>\nPREFIX wdt: <https://demo.sparqlnav.org/prop/direct/>\n"
+        "SELECT ?x WHERE { ?x wdt:P31 wd:Q201 ; wdt:P1086 ?n }",
+        schema,
+    )
+    assert good.ok and not good.issues

@@ -926,6 +926,7 @@ def kg_schema(kg: KnowledgeGraph, *, void: Schema | None = None, progress: Progr
         return void
     runner = EndpointRunner(kg.endpoint)
     url = _kg_url(kg)
+    typing = kg.vocab.types[0]  # wdt:P31 on Wikibase-shaped graphs such as the demo, rdf:type elsewhere
     report = (lambda done, total, message: progress(message, done, total)) if progress else None
     if url is not None:
         try:
@@ -934,8 +935,10 @@ def kg_schema(kg: KnowledgeGraph, *, void: Schema | None = None, progress: Progr
                 return found
         except SchemaUnavailable:
             pass
-        return compute_schema(runner, mode="sampled", endpoint=url, prefixes=dict(kg.prefixes.items()), progress=report)
-    return compute_schema(runner, mode="full", prefixes=dict(kg.prefixes.items()), progress=report)
+        return compute_schema(
+            runner, mode="sampled", type_predicate=typing, endpoint=url, prefixes=dict(kg.prefixes.items()), progress=report
+        )
+    return compute_schema(runner, mode="full", type_predicate=typing, prefixes=dict(kg.prefixes.items()), progress=report)
 
 
 def _atomic_write(path: Path, text: str) -> None:
