@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from sparqlnav.answer import Answer
+from sparqlnav.intent import analyse
 from sparqlnav.kg import KnowledgeGraph, demo_path
 from sparqlnav.linking import tokenize
 from sparqlnav.metrics import set_match
 from sparqlnav.strategies import make_strategy
-from sparqlnav.strategies.lexical import LexicalStrategy, analyse, create
+from sparqlnav.strategies.lexical import LexicalStrategy, create
 from sparqlnav.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
