@@ -203,6 +203,31 @@ def entity(
             out().print(page.to_text(graph), markup=False, highlight=False)
 
 
+class _StepPrinter:
+    """Shows trace events as they happen; a run of many queries in a row (the lexical strategy tries
+    dozens) is cut to its first few, with a count of the rest, so the steps stay readable."""
+
+    def __init__(self, console: Console, max_queries_in_a_row: int = 6) -> None:
+        self.console = console
+        self.limit = max_queries_in_a_row
+        self.in_a_row = 0
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "sparql":
+            self.in_a_row += 1
+            if self.in_a_row > self.limit:
+                return
+        else:
+            self.close()
+        _show_event(self.console, event)
+
+    def close(self) -> None:
+        """Report queries that were not shown."""
+        if self.in_a_row > self.limit:
+            self.console.print(f"{'':>12}… and {self.in_a_row - self.limit} more queries", style="dim")
+        self.in_a_row = 0
+
+
 def _show_event(console: Console, event: Event) -> None:
     """One readable line (or block) per trace event, for the terminal."""
     d = event.data
@@ -249,10 +274,12 @@ def ask(
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
     with opened(kg, settings_for(timeout)) as graph:
         trace = Trace()
+        shown = _StepPrinter(console)
         if not json_output and not quiet:
-            trace.subscribe(lambda e: _show_event(console, e))
+            trace.subscribe(shown)
         result = chosen.run(question, graph, trace)
         trace.finish()
+        shown.close()
         if json_output:
             print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
             if result.status == "error":
