@@ -106,6 +106,31 @@ class Endpoint(Protocol):
         ...
 
 
+class EndpointWrapper:
+    """Base for endpoints that wrap another one (tracing, budgets): forwards its name and URL and does not
+    own it, so closing the wrapper leaves the wrapped endpoint open."""
+
+    def __init__(self, inner: Endpoint) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        """The wrapped endpoint's name."""
+        return self.inner.name
+
+    @property
+    def url(self) -> str:
+        """The wrapped endpoint's URL."""
+        return self.inner.url
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Pass the query through."""
+        return self.inner.query(sparql, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """The wrapper owns nothing: closing is the wrapped endpoint's owner's job."""
+
+
 @dataclass
 class HttpOptions:
     """How to talk to a SPARQL endpoint over HTTP."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from sparqlnav.graph import Endpoint, QueryResult
+from sparqlnav.graph import Endpoint, EndpointWrapper, QueryResult
 from sparqlnav.kg import KnowledgeGraph
 from sparqlnav.llm import ToolSpec
 from sparqlnav.lookup import (
@@ -29,22 +29,12 @@ from sparqlnav.lookup import (
 from sparqlnav.trace import Trace
 
 
-class TracedEndpoint:
+class TracedEndpoint(EndpointWrapper):
     """An endpoint that records every query it runs as a `sparql` event."""
 
     def __init__(self, inner: Endpoint, trace: Trace) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.trace = trace
-
-    @property
-    def name(self) -> str:
-        """The wrapped endpoint's name."""
-        return self.inner.name
-
-    @property
-    def url(self) -> str:
-        """The wrapped endpoint's URL."""
-        return self.inner.url
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run and record."""
@@ -60,9 +50,6 @@ class TracedEndpoint:
             message=result.message,
         )
         return result
-
-    def close(self) -> None:
-        """The toolkit does not own the endpoint: closing is the KG owner's job."""
 
 
 @dataclass

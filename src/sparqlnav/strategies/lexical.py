@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sparqlnav.answer import Answer
-from sparqlnav.graph import Endpoint, Outcome, QueryResult
+from sparqlnav.graph import Endpoint, EndpointWrapper, Outcome, QueryResult
 from sparqlnav.intent import (
     DATE_TYPES,
     NUMBER,
@@ -189,23 +189,13 @@ class Rel:
 # --------------------------------------------------------------------------- the strategy
 
 
-class BudgetedEndpoint:
+class BudgetedEndpoint(EndpointWrapper):
     """An endpoint that refuses queries once a deadline has passed and caps each one's time limit."""
 
     def __init__(self, inner: Endpoint, deadline: float, per_query_s: float) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.deadline = deadline
         self.per_query_s = per_query_s
-
-    @property
-    def name(self) -> str:
-        """The wrapped endpoint's name."""
-        return self.inner.name
-
-    @property
-    def url(self) -> str:
-        """The wrapped endpoint's URL."""
-        return self.inner.url
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run within what is left of the budget, or report a timeout without running."""
@@ -214,9 +204,6 @@ class BudgetedEndpoint:
             return QueryResult(sparql, Outcome.TIMEOUT, message="the time budget is spent")
         limit = min(left, self.per_query_s, timeout_s if timeout_s is not None else left)
         return self.inner.query(sparql, timeout_s=limit)
-
-    def close(self) -> None:
-        """The wrapper owns nothing."""
 
 
 @dataclass
