@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the tests
 
 from scripted_llm import Call, Reply, ScriptedLLM  # noqa: E402
-from sparqlnav.feedback import Feedback, Guideline, Stage, StepContext  # noqa: E402
-from sparqlnav.kg import KnowledgeGraph, open_kg  # noqa: E402
-from sparqlnav.llm import LLMConfig  # noqa: E402
+from sparqlnav.feedback.eraser import Feedback, Guideline, Stage, StepContext  # noqa: E402
+from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
+from sparqlnav.graph.opening import open_kg  # noqa: E402
+from sparqlnav.llm.client import LLMConfig  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 from sparqlnav.strategies.explore import Explore, ExploreOptions  # noqa: E402
 from sparqlnav.trace import Trace  # noqa: E402

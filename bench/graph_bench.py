@@ -71,11 +71,11 @@ def peak_mb() -> float:
 
 def phase_load(nt: str, home: str) -> dict[str, float]:
     """Load into a store and build the name index (first open of a KG)."""
-    from sparqlnav.kg import open_kg
+    from sparqlnav.graph.opening import open_kg
     from sparqlnav.settings import Settings
 
     t = time.perf_counter()
-    from sparqlnav.store import ensure_store, rdf_files
+    from sparqlnav.graph.store import ensure_store, rdf_files
 
     info = ensure_store(rdf_files(Path(nt)), Path(home) / "stores")
     load_s = time.perf_counter() - t
@@ -91,9 +91,9 @@ def phase_load(nt: str, home: str) -> dict[str, float]:
 
 def phase_search(nt: str, home: str, entities: int) -> dict[str, float]:
     """Search latency: exact, partial and misspelt names."""
-    from sparqlnav.kg import open_kg
-    from sparqlnav.lookup import search
+    from sparqlnav.graph.opening import open_kg
     from sparqlnav.settings import Settings
+    from sparqlnav.tools.lookup import search
 
     rng = random.Random(11)
     labels = []
@@ -142,7 +142,7 @@ def phase_execute(nt: str, home: str) -> dict[str, float]:
     """Median time per query: sparqlnav's endpoint (guard, HTTP, parse) vs in-process pyoxigraph."""
     import pyoxigraph as ox
 
-    from sparqlnav.kg import open_kg
+    from sparqlnav.graph.opening import open_kg
     from sparqlnav.settings import Settings
 
     rounds = 7

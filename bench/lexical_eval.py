@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparqlnav.datasets import Question, load_dataset
-from sparqlnav.kg import KnowledgeGraph, demo_path, open_kg
-from sparqlnav.labels import LabelIndex
-from sparqlnav.linking import Linking, link
-from sparqlnav.metrics import SetMatch, macro_prf, set_match
+from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.evaluation.metrics import SetMatch, macro_prf, set_match
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.names import LabelIndex
+from sparqlnav.graph.opening import demo_path, open_kg
+from sparqlnav.question.linking import Linking, link
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.lexical import LexicalStrategy
 from sparqlnav.trace import Trace

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from sparqlnav.check import endpoint_key
-from sparqlnav.embed import Embedder, Matrix, MiniLMEmbedder
-from sparqlnav.examples import Example, load_examples
-from sparqlnav.index import LocalIndex, example_doc
-from sparqlnav.sparql_parser import (
+from sparqlnav.retrieval.embed import Embedder, Matrix, MiniLMEmbedder
+from sparqlnav.retrieval.examples import Example, load_examples
+from sparqlnav.retrieval.index import LocalIndex, example_doc
+from sparqlnav.sparql.check import endpoint_key
+from sparqlnav.sparql.parser import (
     RDF_TYPE,
     Iri,
     PathAlt,
@@ -203,10 +203,10 @@ CHILD = r"""
 import json, statistics, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r} + "/src")
-from sparqlnav.examples import load_examples
-from sparqlnav.index import LocalIndex, example_doc, shape_docs
-from sparqlnav.schema import schema_from_void_file
-from sparqlnav.embed import default_embedder
+from sparqlnav.retrieval.examples import load_examples
+from sparqlnav.retrieval.index import LocalIndex, example_doc, shape_docs
+from sparqlnav.graph.schema import schema_from_void_file
+from sparqlnav.retrieval.embed import default_embedder
 
 data = Path({data!r})
 t0 = time.perf_counter()

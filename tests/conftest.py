@@ -20,7 +20,8 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from sparqlnav.kg import KnowledgeGraph, open_kg  # noqa: E402
+from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
+from sparqlnav.graph.opening import open_kg  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

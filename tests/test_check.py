@@ -24,8 +24,7 @@ import pyoxigraph as ox
 import pytest
 import yaml
 
-from sparqlnav.check import REPAIR_PREFIXES, CheckReport, endpoint_key, validate
-from sparqlnav.schema import (
+from sparqlnav.graph.schema import (
     RDF_TYPE,
     Schema,
     StoreRunner,
@@ -33,7 +32,8 @@ from sparqlnav.schema import (
     namespace_of,
     schema_from_void_file,
 )
-from sparqlnav.sparql_parser import (
+from sparqlnav.sparql.check import REPAIR_PREFIXES, CheckReport, endpoint_key, validate
+from sparqlnav.sparql.parser import (
     Iri,
     PathAlt,
     PathInv,
@@ -857,7 +857,7 @@ def test_every_query_in_the_shared_data_parses(data_dir: Path) -> None:
 
 def test_wikibase_graph_schema_types_subjects_by_p31(demo) -> None:  # type: ignore[no-untyped-def]
     """On a Wikibase-shaped graph the computed schema types subjects by wdt:P31, so class checks work."""
-    from sparqlnav.index import kg_schema
+    from sparqlnav.retrieval.index import kg_schema
 
     schema = kg_schema(demo)
     bad = validate(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.datasets import DatasetFormatError, load_dataset, rows_to_results
+from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset, rows_to_results
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SPARQLNAV_DATA", REPO.parent / "shared" / "data"))
@@ -268,7 +268,7 @@ def test_rows_to_results() -> None:
 
 
 def test_demo_questions_load_with_their_answers_as_gold_values() -> None:
-    from sparqlnav.kg import demo_path
+    from sparqlnav.graph.opening import demo_path
 
     ds = load_dataset(demo_path().with_name("questions.json"))
     assert len(ds) == 30 and ds.format == "plain"

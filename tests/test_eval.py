@@ -23,8 +23,16 @@ import pytest
 from rich.console import Console
 
 from scripted_llm import Call, Error, Reply, ScriptedLLM
-from sparqlnav.datasets import Question, load_dataset
-from sparqlnav.evaluate import (
+from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.evaluation.gold import (
+    Gold,
+    execute_gold,
+    freeze_gold,
+    load_frozen,
+    rewrite_integer_casts,
+)
+from sparqlnav.evaluation.metrics import score
+from sparqlnav.evaluation.runner import (
     EvalError,
     ExampleSplits,
     PredictionLog,
@@ -35,11 +43,10 @@ from sparqlnav.evaluate import (
     run_eval,
     select_questions,
 )
-from sparqlnav.gold import Gold, execute_gold, freeze_gold, load_frozen, rewrite_integer_casts
-from sparqlnav.graph import RemoteEndpoint
-from sparqlnav.kg import KnowledgeGraph, demo_path
-from sparqlnav.llm import LLMConfig, ModelPrice
-from sparqlnav.metrics import score
+from sparqlnav.graph.endpoint import RemoteEndpoint
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import demo_path
+from sparqlnav.llm.client import LLMConfig, ModelPrice
 from sparqlnav.strategies import explore
 from sparqlnav.trace import Trace
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.check import endpoint_key
-from sparqlnav.examples import (
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.retrieval.examples import (
     ExamplesError,
     clean_text,
     complete_prefixes,
@@ -16,9 +16,9 @@ from sparqlnav.examples import (
     examples_from_rdf,
     load_examples,
 )
-from sparqlnav.kg import open_kg
 from sparqlnav.settings import Settings
-from sparqlnav.sparql_parser import parse_query
+from sparqlnav.sparql.check import endpoint_key
+from sparqlnav.sparql.parser import parse_query
 
 SHACL = """
 @prefix ex: <https://example.org/.well-known/sparql-examples/> .

@@ -14,8 +14,9 @@ import pytest
 
 from scripted_llm import Call, Error, Hang, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
-from sparqlnav.kg import KnowledgeGraph, demo_path
-from sparqlnav.llm import LLMConfig
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import demo_path
+from sparqlnav.llm.client import LLMConfig
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.explore import Explore, ExploreOptions, create, thought_of, with_prefixes
 from sparqlnav.trace import Event, Trace

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparqlnav.feedback import (
+from sparqlnav.feedback.eraser import (
     DETECTORS,
     Feedback,
     FeedbackOptions,
@@ -21,11 +21,11 @@ from sparqlnav.feedback import (
     query_iris,
     render_guidelines,
 )
-from sparqlnav.graph import Outcome, QueryResult
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.llm import ToolCall
+from sparqlnav.graph.endpoint import Outcome, QueryResult
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.llm.client import ToolCall
 from sparqlnav.strategies.explore import with_prefixes
-from sparqlnav.toolkit import EXPLORE_TOOLS, Toolkit
+from sparqlnav.tools.toolkit import EXPLORE_TOOLS, Toolkit
 from sparqlnav.trace import Trace
 
 WD = "https://demo.sparqlnav.org/entity/"

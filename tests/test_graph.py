@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import pytest
 
-from sparqlnav.graph import HttpOptions, Limits, Outcome, RemoteEndpoint
-from sparqlnav.kg import open_kg
+from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, RemoteEndpoint
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.store import LocalGraph, OxigraphServer, ensure_store, rdf_files
 from sparqlnav.settings import Settings
-from sparqlnav.store import LocalGraph, OxigraphServer, ensure_store, rdf_files
 
 TTL = """@prefix ex: <http://example.org/> .
 @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
@@ -76,8 +76,8 @@ def test_store_persists_and_is_rebuilt_when_a_file_changes(folder: Path, tmp_pat
 def test_load_error_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.ttl"
     bad.write_text("@prefix ex: <http://example.org/> .\nex:a ex:b .\n")
-    from sparqlnav.kg import KGError
-    from sparqlnav.store import LoadError
+    from sparqlnav.graph.kg import KGError
+    from sparqlnav.graph.store import LoadError
 
     with pytest.raises((LoadError, KGError), match=r"bad\.ttl"):
         open_kg(str(bad), _settings(tmp_path))
@@ -253,7 +253,7 @@ def test_limits_dataclass_defaults() -> None:
 
 def test_remote_kg_indexes_names_and_detects_wikibase(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
     a, _ = served
-    from sparqlnav.lookup import search
+    from sparqlnav.tools.lookup import search
 
     with open_kg(a.url, _settings(tmp_path, SPARQLNAV_HOME=str(tmp_path / "remote-home"))) as kg:
         assert kg.vocab.wikibase is None
@@ -318,7 +318,7 @@ def test_server_outlives_the_thread_that_started_it_and_keeps_its_port(folder: P
 
 def test_remote_name_index_pages_past_the_row_cap(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
     a, _ = served
-    from sparqlnav.lookup import search
+    from sparqlnav.tools.lookup import search
 
     settings = _settings(tmp_path, SPARQLNAV_HOME=str(tmp_path / "paged"), SPARQLNAV_MAX_ROWS="1")
     with open_kg(a.url, settings) as kg:

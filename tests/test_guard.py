@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sparqlnav.guard import Refused, check_query, check_read_only, query_form, service_targets
+from sparqlnav.sparql.guard import (
+    Refused,
+    check_query,
+    check_read_only,
+    query_form,
+    service_targets,
+)
 
 UPDATES = [
     "INSERT DATA { <urn:a> <urn:b> <urn:c> }",

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sparqlnav.embed import (
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.retrieval.embed import (
     EmbedderUnavailable,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -25,8 +26,8 @@ from sparqlnav.embed import (
     minilm_model_dir,
     normalize,
 )
-from sparqlnav.examples import Example
-from sparqlnav.index import (
+from sparqlnav.retrieval.examples import Example
+from sparqlnav.retrieval.index import (
     Doc,
     IndexUnavailable,
     LocalIndex,
@@ -41,7 +42,6 @@ from sparqlnav.index import (
     tokenize,
     words_of,
 )
-from sparqlnav.kg import KnowledgeGraph
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,7 +178,7 @@ def test_a_build_killed_midway_leaves_the_previous_index(tmp_path: Path) -> None
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_index import HashEmbedder, doc
-from sparqlnav.index import LocalIndex
+from sparqlnav.retrieval.index import LocalIndex
 
 class Dying(HashEmbedder):
     def embed(self, texts):
@@ -358,7 +358,7 @@ def test_qdrant_backend_in_local_mode(qdrant_path: Path) -> None:
 
 @pytest.mark.data
 def test_kg_index_keeps_schemas_and_rebuilds_incrementally(ck25: KnowledgeGraph, data_dir: Path, tmp_path: Path) -> None:
-    from sparqlnav.examples import load_examples
+    from sparqlnav.retrieval.examples import load_examples
 
     examples = load_examples([data_dir / "ck25" / "questions.yml"])
     ctx, stats = build_kg_index(ck25, tmp_path, examples=examples, embedder=HashEmbedder(), embedder_spec="none")
@@ -394,8 +394,8 @@ def test_example_doc_carries_its_endpoint_and_keywords() -> None:
 
 
 def test_schema_from_cut_results_is_refused_not_half_built(tmp_path: Path) -> None:
-    from sparqlnav.index import EndpointRunner, SchemaUnavailable
-    from sparqlnav.kg import open_kg
+    from sparqlnav.graph.opening import open_kg
+    from sparqlnav.retrieval.index import EndpointRunner, SchemaUnavailable
     from sparqlnav.settings import Settings
 
     (tmp_path / "g.ttl").write_text(

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from sparqlnav.answer import Answer
-from sparqlnav.intent import analyse
-from sparqlnav.kg import KnowledgeGraph, demo_path
-from sparqlnav.linking import tokenize
-from sparqlnav.metrics import set_match
+from sparqlnav.evaluation.metrics import set_match
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import demo_path
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.linking import tokenize
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.lexical import LexicalStrategy, create
 from sparqlnav.trace import Trace

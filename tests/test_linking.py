@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from scripted_llm import Reply, ScriptedLLM
-from sparqlnav.datasets import load_dataset
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.labels import LabelIndex
-from sparqlnav.linking import (
+from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.names import LabelIndex
+from sparqlnav.llm.client import LLMClient, LLMConfig
+from sparqlnav.question.linking import (
     EntityCandidate,
     find_mentions,
     is_code,
@@ -26,7 +27,6 @@ from sparqlnav.linking import (
     tokenize,
     word_similarity,
 )
-from sparqlnav.llm import LLMClient, LLMConfig
 from sparqlnav.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from scripted_llm import Call, Delay, Error, Hang, Raw, Reply, ScriptedLLM
-from sparqlnav.llm import (
+from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
     LLMClient,

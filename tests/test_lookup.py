@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.kg import KnowledgeGraph, open_kg
-from sparqlnav.lookup import entity, property_examples, relations, resolve, search
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
 from sparqlnav.settings import Settings
+from sparqlnav.tools.lookup import entity, property_examples, relations, resolve, search
 
 HOCH = "http://ld.company.org/prod-instances/empl-Heinrich.Hoch%40company.org"
 
@@ -107,7 +108,7 @@ def test_plain_graph_without_labels_uses_local_names(tmp_path: Path) -> None:
 
 
 def test_identifiers_cannot_inject_query_text_and_weak_matches_are_not_used(wikibase: KnowledgeGraph) -> None:
-    from sparqlnav.lookup import LookupFailed, resolve_or_search
+    from sparqlnav.tools.lookup import LookupFailed, resolve_or_search
 
     with pytest.raises(LookupFailed, match="not a valid IRI"):
         resolve(wikibase, "<http://x> ?p ?o . ?x ?y ?z } #>")
@@ -121,9 +122,9 @@ def test_identifiers_cannot_inject_query_text_and_weak_matches_are_not_used(wiki
 def test_toolkit_reports_a_dead_name_service_as_a_failed_observation(wikibase: KnowledgeGraph) -> None:
     import dataclasses
 
-    from sparqlnav.toolkit import Toolkit
+    from sparqlnav.graph.wikidata import WikidataNames
+    from sparqlnav.tools.toolkit import Toolkit
     from sparqlnav.trace import Trace
-    from sparqlnav.wikidata import WikidataNames
 
     assert wikibase.vocab.wikibase is not None
     dead = WikidataNames("http://127.0.0.1:9/w/api.php", wikibase=wikibase.vocab.wikibase, timeout_s=2)

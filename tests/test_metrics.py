@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sparqlnav.metrics import (
+from sparqlnav.evaluation.metrics import (
     aggregate,
     check_results,
     macro_prf,
@@ -269,7 +269,7 @@ def test_check_results_rejects_malformed(data: Any, message: str) -> None:
 
 
 def test_very_large_results_are_scored_quickly_by_whole_rows() -> None:
-    from sparqlnav.metrics import MAX_MATCH_CELLS, row_match
+    from sparqlnav.evaluation.metrics import MAX_MATCH_CELLS, row_match
 
     n = int(MAX_MATCH_CELLS**0.5) + 500
     rows = [{"x": {"type": "literal", "value": str(i)}, "k": {"type": "literal", "value": "same"}} for i in range(n)]

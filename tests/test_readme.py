@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.kg import KnowledgeGraph, demo_path
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import demo_path
 from sparqlnav.strategies import make_strategy
 from sparqlnav.trace import Trace
 

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from sparqlnav.datasets import Question
-from sparqlnav.evaluate import PredictionLog, make_record
-from sparqlnav.gold import Gold
-from sparqlnav.report import (
+from sparqlnav.evaluation.datasets import Question
+from sparqlnav.evaluation.gold import Gold
+from sparqlnav.evaluation.report import (
     FAILURE_KINDS,
     ReportError,
     compare_runs,
@@ -24,6 +23,7 @@ from sparqlnav.report import (
     summarize,
     write_report,
 )
+from sparqlnav.evaluation.runner import PredictionLog, make_record
 from sparqlnav.trace import Trace
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -232,13 +232,13 @@ def test_natural_order_of_ids() -> None:
 
 
 def test_summary_counts_only_the_questions_this_run_selected() -> None:
-    from sparqlnav.report import summarize
+    from sparqlnav.evaluation.report import summarize
 
     one = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}
     none = {"head": {"vars": ["x"]}, "results": {"bindings": []}}
 
     def record(qid: str, predicted: dict[str, object]) -> dict[str, object]:
-        from sparqlnav.metrics import score
+        from sparqlnav.evaluation.metrics import score
 
         s = score(one, predicted)
         return {"id": qid, "gold": one, "results": predicted, "metrics": s.to_dict(), "f1": s.set_f1, "tags": [], "usage": {}}

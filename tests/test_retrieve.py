@@ -14,20 +14,21 @@ from typing import Any
 import pytest
 
 from scripted_llm import Reply, ScriptedLLM
-from sparqlnav.datasets import load_questions
-from sparqlnav.embed import default_embedder
-from sparqlnav.evaluate import ExampleSplits
-from sparqlnav.examples import Example, examples_from_dataset
-from sparqlnav.index import (
+from sparqlnav.evaluation.datasets import load_questions
+from sparqlnav.evaluation.runner import ExampleSplits
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.schema import Schema
+from sparqlnav.llm.client import LLMConfig
+from sparqlnav.retrieval.embed import default_embedder
+from sparqlnav.retrieval.examples import Example, examples_from_dataset
+from sparqlnav.retrieval.index import (
     LocalIndex,
     example_doc,
     kg_index_dir,
     kg_schema,
     shape_docs,
 )
-from sparqlnav.kg import KnowledgeGraph, open_kg
-from sparqlnav.llm import LLMConfig
-from sparqlnav.schema import Schema
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.retrieve import Retrieve, create, extract_query
@@ -300,7 +301,7 @@ def test_cli_index_then_ask_with_the_retrieve_strategy(scripted_llm: ScriptedLLM
 
 
 def test_a_retrieval_failure_ends_the_run_with_an_error(scripted_llm: ScriptedLLM, demo: KnowledgeGraph) -> None:
-    from sparqlnav.embed import OpenAIEmbedder
+    from sparqlnav.retrieval.embed import OpenAIEmbedder
     from test_index import DOCS, _EmbeddingServer
 
     with _EmbeddingServer() as server:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from sparqlnav.graph import rows_as_dicts
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.schema import (
+from sparqlnav.graph.endpoint import rows_as_dicts
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.schema import (
     RDF_TYPE,
     Schema,
     StoreRunner,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sparqlnav.cli import app
-from sparqlnav.datasets import rows_to_results
-from sparqlnav.score import ScoreFileError, score_file
+from sparqlnav.evaluation.datasets import rows_to_results
+from sparqlnav.evaluation.score import ScoreFileError, score_file
+from sparqlnav.faces.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SPARQLNAV_DATA", REPO.parent / "shared" / "data"))

@@ -23,9 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sparqlnav.answer import Answer, Strategy
-from sparqlnav.kg import KnowledgeGraph, open_kg
-from sparqlnav.llm import LLMConfig
-from sparqlnav.serve import (
+from sparqlnav.faces.http import (
     JsonFormatter,
     RateLimiter,
     ServeConfig,
@@ -33,9 +31,12 @@ from sparqlnav.serve import (
     create_app,
     parse_kgs,
 )
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.llm.client import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
-from sparqlnav.toolkit import Toolkit
+from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
 TINY = """\
@@ -344,7 +345,7 @@ def test_requests_are_logged_as_json(settings: Settings, tiny: KnowledgeGraph) -
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("sparqlnav.serve")
+    logger = logging.getLogger("sparqlnav.faces.http")
     logger.addHandler(handler)
     old = logger.level
     logger.setLevel(logging.INFO)
@@ -446,7 +447,7 @@ def test_the_challenge_client_on_ck25(settings: Settings, data_dir: Path, tmp_pa
 
 
 def test_app_factory_reads_the_environment(tiny_path: Path, sn_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sparqlnav.serve import app_factory
+    from sparqlnav.faces.http import app_factory
 
     monkeypatch.setenv("SPARQLNAV_HOME", str(sn_home))
     monkeypatch.setenv("SPARQLNAV_KG", f"people={tiny_path}")

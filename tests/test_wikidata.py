@@ -13,10 +13,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from sparqlnav.kg import KnowledgeGraph, open_kg
-from sparqlnav.lookup import entity, resolve, search
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.store import OxigraphServer, ensure_store, rdf_files
 from sparqlnav.settings import Settings
-from sparqlnav.store import OxigraphServer, ensure_store, rdf_files
+from sparqlnav.tools.lookup import entity, resolve, search
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wikidata"
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from sparqlnav.cli import main
+from sparqlnav.faces.cli import main
 
 sys.exit(main())

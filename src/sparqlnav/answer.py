@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.results import ResultTable
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable
 from sparqlnav.trace import Trace
 
 Status = Literal["answered", "not_found", "budget_exhausted", "error"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
-    from sparqlnav.llm import LLMConfig
+    from sparqlnav.llm.client import LLMConfig
 
 # name -> (module, needs an LLM)
 REGISTRY: dict[str, tuple[str, bool]] = {

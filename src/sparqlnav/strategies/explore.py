@@ -14,14 +14,13 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from importlib import resources
 from string import Template
 from typing import Any
 
 from pydantic import BaseModel
 
 from sparqlnav.answer import Answer, Status
-from sparqlnav.feedback import (
+from sparqlnav.feedback.eraser import (
     Feedback,
     FeedbackOptions,
     Guideline,
@@ -31,9 +30,9 @@ from sparqlnav.feedback import (
     normalise_iri,
     render_guidelines,
 )
-from sparqlnav.guard import declared_prefixes, tokens
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.llm import (
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable
+from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
     LLMClient,
@@ -44,9 +43,10 @@ from sparqlnav.llm import (
     Message,
     ToolCall,
 )
-from sparqlnav.lookup import EntityPage, LookupFailed, resolve
-from sparqlnav.results import ResultTable
-from sparqlnav.toolkit import EXPLORE_TOOLS, Observation, Toolkit
+from sparqlnav.sparql.guard import declared_prefixes, tokens
+from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
+from sparqlnav.tools.toolkit import EXPLORE_TOOLS, Observation, Toolkit
 from sparqlnav.trace import Trace
 
 CHARS_PER_TOKEN = 4  # rough size estimate for compaction; servers report the real counts
@@ -83,8 +83,6 @@ class _Keep(BaseModel):
     keep: list[str]
 
 
-def _prompt(name: str) -> str:
-    return resources.files("sparqlnav").joinpath(f"prompts/{name}").read_text(encoding="utf-8")
 
 
 def thought_of(text: str) -> str:
@@ -319,7 +317,7 @@ class _Run:
             )
         triples = kg.extra.get("triples")
         graph = kg.name + (f" ({triples} triples)" if triples else "")
-        return Template(_prompt("explore_policy.md")).safe_substitute(
+        return Template(prompt_text("explore_policy.md")).safe_substitute(
             graph=graph, prefixes=prefixes, flavour=flavour
         )
 
@@ -385,7 +383,7 @@ class _Run:
             return page
         p = self.kg.prefixes
         example = p.compact(page.edges[0].property) if page.edges else "ex:property"
-        system = Template(_prompt("explore_prune.md")).safe_substitute(example=example)
+        system = Template(prompt_text("explore_prune.md")).safe_substitute(example=example)
         user = f"Question: {self.question}\n\nEntity page:\n{page.to_text(self.kg)}"
         try:
             got = self.helper.chat_json(
@@ -493,7 +491,7 @@ class _Run:
     def _write_answer(self, sparql: str, table: ResultTable) -> str:
         result = table.to_markdown(self.kg.prefixes, self._labels(table), head=10, tail=10)
         user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
-        messages = [Message.system(_prompt("explore_answer.md")), Message.user(user)]
+        messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
         reply = self.helper.chat(messages, budget=self.budget)
         self._account(reply, "answer")
         return reply.text.strip()

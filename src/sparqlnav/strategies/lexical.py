@@ -18,8 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sparqlnav.answer import Answer
-from sparqlnav.graph import Endpoint, EndpointWrapper, Outcome, QueryResult
-from sparqlnav.intent import (
+from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, Outcome, QueryResult
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import XSD, ResultTable, Term, clip
+from sparqlnav.graph.vocab import humanise, local_name
+from sparqlnav.question.intent import (
     DATE_TYPES,
     NUMBER,
     PERSON_WORDS,
@@ -27,8 +30,7 @@ from sparqlnav.intent import (
     Superlative,
     analyse,
 )
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.linking import (
+from sparqlnav.question.linking import (
     EntityCandidate,
     Token,
     content_positions,
@@ -37,10 +39,8 @@ from sparqlnav.linking import (
     relation_match,
     word_similarity,
 )
-from sparqlnav.results import XSD, ResultTable, Term, clip
-from sparqlnav.toolkit import Toolkit
+from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
-from sparqlnav.vocab import humanise, local_name
 
 Direction = Literal["out", "in"]
 Form = Literal["select", "count", "ask", "aggregate"]

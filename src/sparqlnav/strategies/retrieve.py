@@ -12,19 +12,30 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from string import Template
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
-from sparqlnav.check import CheckReport, endpoint_key, validate
-from sparqlnav.embed import EmbedderUnavailable
-from sparqlnav.examples import ExamplesError
-from sparqlnav.feedback import Feedback, Memory, StepContext, render_guidelines
-from sparqlnav.graph import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
-from sparqlnav.index import (
+from sparqlnav.feedback.eraser import Feedback, Memory, StepContext, render_guidelines
+from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable
+from sparqlnav.graph.schema import Schema
+from sparqlnav.llm.client import (
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMOutputError,
+    LLMReply,
+    Message,
+    ToolCall,
+    UsageTotals,
+)
+from sparqlnav.retrieval.embed import EmbedderUnavailable
+from sparqlnav.retrieval.examples import ExamplesError
+from sparqlnav.retrieval.index import (
     Hit,
     IndexUnavailable,
     KGIndex,
@@ -35,21 +46,10 @@ from sparqlnav.index import (
     open_kg_index,
     search_all,
 )
-from sparqlnav.kg import KnowledgeGraph
-from sparqlnav.llm import (
-    LLMClient,
-    LLMConfig,
-    LLMError,
-    LLMOutputError,
-    LLMReply,
-    Message,
-    ToolCall,
-    UsageTotals,
-)
-from sparqlnav.results import ResultTable
-from sparqlnav.schema import Schema
 from sparqlnav.settings import Settings
-from sparqlnav.toolkit import Observation, TracedEndpoint
+from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
+from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.toolkit import Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
 _BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -101,8 +101,6 @@ class Attempt:
     result: QueryResult | None = None
 
 
-def _prompt(name: str) -> str:
-    return resources.files("sparqlnav").joinpath(f"prompts/{name}").read_text(encoding="utf-8")
 
 
 def extract_query(text: str) -> tuple[str | None, str | None]:
@@ -189,7 +187,7 @@ class Retrieve:
                 if trace is not None:
                     trace.emit("info", message=f"no retrieval index for {kg.name} yet: building one (schema and "
                                f"the endpoint's own examples; add more with `sparqlnav index --examples`)")
-                from sparqlnav.embed import default_embedder
+                from sparqlnav.retrieval.embed import default_embedder
 
                 embedder = default_embedder()
                 ctx, _stats = build_kg_index(kg, home, embedder=embedder, embedder_spec="minilm" if embedder else "none")
@@ -280,7 +278,7 @@ class _Run:
         return self.finish(attempt.query, result.table, "answered", text)
 
     def decompose(self) -> Decomposition:
-        messages = [Message.system(_prompt("retrieve_decompose.md")), Message.user(self.question)]
+        messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.question)]
         before = self.client.totals
         try:
             found = self.client.chat_json(messages, Decomposition, repairs=1)
@@ -356,7 +354,7 @@ class _Run:
         return "\n".join(lines)
 
     def generate(self, ctx: KGIndex, examples: list[Hit], shapes: list[Hit], endpoints: list[Hit]) -> Attempt:
-        system = Template(_prompt("retrieve_generate.md")).safe_substitute(
+        system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
             endpoints=self._endpoints_text(ctx, endpoints),
             examples="\n\n".join(example_block(h) for h in examples) or "(no examples)",
             shapes="\n\n".join(shape_block(h) for h in shapes) or "(no schema information)",
@@ -405,7 +403,7 @@ class _Run:
                                     for i in report.issues if i.severity == "error")
             if fix == self.options.max_fixes:
                 break
-            self.messages.append(Message.user(Template(_prompt("retrieve_fix.md")).safe_substitute(issues=problem)))
+            self.messages.append(Message.user(Template(prompt_text("retrieve_fix.md")).safe_substitute(issues=problem)))
             attempt = self._ask(f"fix {fix + 1}")
         if attempt.query is None:
             # Fall back to the last query that was written at all.
@@ -457,7 +455,7 @@ class _Run:
         details = render_guidelines(guidelines) or result.message
         outcome = "returned no rows" if result.outcome in (Outcome.EMPTY, Outcome.OK) else f"failed ({result.describe()})"
         where = attempt.endpoint or self.kg.name
-        self.messages.append(Message.user(Template(_prompt("retrieve_engine_fix.md")).safe_substitute(
+        self.messages.append(Message.user(Template(prompt_text("retrieve_engine_fix.md")).safe_substitute(
             endpoint=where, outcome=outcome, details=details, question=self.question)))
         retry = self._ask("engine fix")
         if retry.query is None:
@@ -487,7 +485,7 @@ class _Run:
         half = max(1, self.options.result_rows // 2)
         shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
         user = f"Question: {self.question}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
-        reply = self._chat([Message.system(_prompt("retrieve_explain.md")), Message.user(user)], "explain")
+        reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
         return reply.text.strip()
 
     def _labels(self, table: ResultTable) -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""Evaluation: datasets, frozen gold answers, metrics, the resumable runner, scoring and reports."""

@@ -1,0 +1,743 @@
+"""The `sparqlnav` command line: each verb is a thin layer over the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sparqlnav.graph.endpoint import Outcome
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.results import ResultTable
+from sparqlnav.settings import Settings
+from sparqlnav.trace import Event, Trace
+
+app = typer.Typer(
+    name="sparqlnav",
+    help="Ask knowledge graphs questions in plain language; look things up; write, check and run SPARQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+KgOpt = Annotated[
+    str,
+    typer.Option(
+        "--kg",
+        help="RDF file or folder, http(s):// SPARQL endpoint, 'demo' or 'wikidata'.",
+        envvar="SPARQLNAV_KG",
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0.001, help="Time limit per SPARQL query, in seconds (default 60)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+
+class CliError(Exception):
+    """An error shown as one line, exit code 1."""
+
+
+def out() -> Console:
+    """Console for results (stdout)."""
+    return Console(soft_wrap=True)
+
+
+def err() -> Console:
+    """Console for progress and messages (stderr)."""
+    return Console(stderr=True, soft_wrap=True)
+
+
+def settings_for(timeout: float | None) -> Settings:
+    """Settings from the environment, with the command's time limit."""
+    return Settings.from_env().with_timeout(timeout)
+
+
+@contextmanager
+def opened(kg: str, settings: Settings) -> Iterator[KnowledgeGraph]:
+    """Open a KG, showing a progress bar while files load the first time."""
+    console = err()
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("opening", total=None)
+
+        def report(message: str, done: int, total: int) -> None:
+            progress.update(task, description=message, completed=done, total=total)
+
+        graph = open_kg(kg, settings, progress=report)
+    try:
+        yield graph
+    finally:
+        graph.close()
+
+
+def read_query(query: str) -> str:
+    """A query given inline, as a file path, or '-' for standard input."""
+    if query == "-":
+        return sys.stdin.read()
+    if (
+        len(query) < 4096
+        and "\n" not in query
+        and not query.lstrip()
+        .upper()
+        .startswith(("SELECT", "ASK", "PREFIX", "CONSTRUCT", "DESCRIBE", "BASE"))
+    ):
+        path = Path(query)
+        if path.is_file():
+            return path.read_text()
+    return query
+
+
+def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
+    """A table for people: compact IRIs with labels."""
+    iris = [t.value for row in table.rows for t in row.values() if t.kind == "uri"]
+    labels = graph.names.labels_of(iris)
+    rt = Table(show_lines=False)
+    for v in table.vars:
+        rt.add_column("?" + v, overflow="fold")
+    for row in table.display_rows(graph.prefixes, labels):
+        rt.add_row(*row)
+    return rt
+
+
+class Format(StrEnum):
+    """Output formats of `sparql`."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+@app.command()
+def sparql(
+    query: Annotated[str, typer.Argument(help="The query, a file holding it, or '-' for stdin.")],
+    kg: KgOpt = "demo",
+    format: Annotated[
+        Format, typer.Option("--format", "-f", help="table, json (SPARQL 1.1 JSON) or csv.")
+    ] = Format.table,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Run a read-only SPARQL query."""
+    text = read_query(query)
+    with opened(kg, settings_for(timeout)) as graph:
+        result = graph.endpoint.query(text)
+        if not result.ok:
+            raise CliError(result.describe())
+        assert result.table is not None
+        table = result.table
+        if format is Format.json:
+            sys.stdout.write(json.dumps(table.to_sparql_json(), ensure_ascii=False) + "\n")
+        elif format is Format.csv:
+            sys.stdout.write(table.to_csv())
+        elif table.is_boolean:
+            out().print("true" if table.boolean else "false")
+        else:
+            out().print(rich_table(table, graph))
+            err().print(f"{len(table)} row(s) in {result.seconds:.2f} s")
+        if table.truncated:
+            err().print(
+                f"[yellow]warning:[/] the result was cut at a cap ({table.cap}); more rows exist"
+            )
+
+
+@app.command()
+def search(
+    text: Annotated[str, typer.Argument(help="A name, possibly partial or misspelt.")],
+    kg: KgOpt = "demo",
+    json_output: JsonOpt = False,
+    limit: Annotated[
+        int, typer.Option("--limit", help="How many entities (properties: half as many).")
+    ] = 8,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Find entities and properties by label, alias or description."""
+    from sparqlnav.tools.lookup import search as do_search
+
+    with opened(kg, settings_for(timeout)) as graph:
+        found = do_search(graph, text, entities=limit, properties=max(1, limit // 2))
+        if json_output:
+            print(json.dumps(found.to_json(), ensure_ascii=False))
+        else:
+            out().print(found.to_text(graph), markup=False, highlight=False)
+
+
+@app.command()
+def entity(
+    ident: Annotated[
+        str, typer.Argument(metavar="ID", help="IRI, prefixed name, Q/P id, or a name to look up.")
+    ],
+    kg: KgOpt = "demo",
+    json_output: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Show an entity's outgoing edges, with qualifiers where the KG has them."""
+    from sparqlnav.tools.lookup import entity as do_entity
+    from sparqlnav.tools.lookup import resolve_name
+
+    with opened(kg, settings_for(timeout)) as graph:
+        iri, hit = resolve_name(graph, ident)
+        if hit is not None and not json_output:
+            err().print(f"{ident!r} → {graph.prefixes.compact(iri)} ({hit.label})", style="dim", markup=False)
+        page = do_entity(graph, iri)
+        if json_output:
+            print(json.dumps(page.to_json(), ensure_ascii=False))
+        else:
+            out().print(page.to_text(graph), markup=False, highlight=False)
+
+
+class _StepPrinter:
+    """Shows trace events as they happen; a run of many queries in a row (the lexical strategy tries
+    dozens) is cut to its first few, with a count of the rest, so the steps stay readable."""
+
+    def __init__(self, console: Console, max_queries_in_a_row: int = 6) -> None:
+        self.console = console
+        self.limit = max_queries_in_a_row
+        self.in_a_row = 0
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "sparql":
+            self.in_a_row += 1
+            if self.in_a_row > self.limit:
+                return
+        else:
+            self.close()
+        _show_event(self.console, event)
+
+    def close(self) -> None:
+        """Report queries that were not shown."""
+        if self.in_a_row > self.limit:
+            self.console.print(f"{'':>12}… and {self.in_a_row - self.limit} more queries", style="dim")
+        self.in_a_row = 0
+
+
+def _show_event(console: Console, event: Event) -> None:
+    """One readable line (or block) per trace event, for the terminal."""
+    d = event.data
+    style = {"thought": "cyan", "action": "bold", "feedback": "yellow", "rollback": "magenta", "error": "red"}.get(event.kind, "dim")
+    if event.kind == "thought":
+        text = str(d.get("text", ""))
+    elif event.kind == "action":
+        text = f"{d.get('tool')}({json.dumps(d.get('arguments', {}), ensure_ascii=False)})"
+    elif event.kind == "observation":
+        text = str(d.get("text", ""))
+        text = text if len(text) < 800 else text[:800] + " …"
+    elif event.kind == "sparql":
+        first = " ".join(str(d.get("query", "")).split())[:140]
+        text = f"{d.get('outcome')} {d.get('rows') if d.get('rows') is not None else ''} ({d.get('seconds')} s): {first}"
+    elif event.kind == "llm_call":
+        text = f"{d.get('input_tokens', 0)} in / {d.get('output_tokens', 0)} out tokens, {d.get('latency_s', 0)} s"
+    elif event.kind == "answer":
+        return
+    else:
+        text = str(d.get("text") or d.get("message") or json.dumps(d, ensure_ascii=False, default=str)[:300])
+    console.print(f"[{style}]{event.kind:>11}[/] ", end="")
+    console.print(text, markup=False, highlight=False)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in plain language.")],
+    kg: KgOpt = "demo",
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    json_output: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+) -> None:
+    """Answer a question: find entities, write and run SPARQL, explain the result."""
+    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.strategies import make_strategy
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    chosen = make_strategy(strategy, llm)
+    console = err()
+    if strategy == "auto" and llm is None and not json_output:
+        console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
+    with opened(kg, settings_for(timeout)) as graph:
+        trace = Trace()
+        shown = _StepPrinter(console)
+        if not json_output and not quiet:
+            trace.subscribe(shown)
+        result = chosen.run(question, graph, trace)
+        trace.finish()
+        shown.close()
+        if json_output:
+            print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
+            if result.status == "error":
+                raise typer.Exit(1)
+            return
+        screen = out()
+        if result.sparql:
+            screen.rule("SPARQL", style="dim")
+            screen.print(result.sparql.strip(), markup=False, highlight=False)
+        if result.results is not None and not result.results.is_boolean and result.results.rows:
+            screen.print(rich_table(result.results, graph))
+        screen.rule("Answer", style="dim")
+        screen.print(result.answer, markup=False, highlight=False)
+        u = result.trace.usage
+        console.print(
+            f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
+            f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s",
+            style="dim",
+        )
+        if result.status == "error":
+            raise typer.Exit(1)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:500]
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: run the app; any failure is one line on stderr and a non-zero exit."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+        # Without standalone mode, click returns the code of a `typer.Exit` instead of exiting with it.
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
+        return code
+    except CliError as exc:
+        err().print(f"error: {_one_line(exc)}", markup=False, highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err().print("aborted", markup=False)
+        sys.exit(130)
+    except Exception as exc:
+        # Usage errors of the CLI framework know how to show themselves (typer vendors click).
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("SPARQLNAV_DEBUG"):
+            raise
+        err().print(f"error: {_one_line(exc)}", markup=False, highlight=False)
+        sys.exit(1)
+
+
+def outcome_exit_code(outcome: Outcome) -> int:
+    """Exit code for a query outcome: 0 ran, 1 otherwise."""
+    return 0 if outcome in (Outcome.OK, Outcome.EMPTY) else 1
+
+
+@app.command()
+def score(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL file, one {id, gold, predicted} object per line (SPARQL 1.1 JSON results; predicted may be null)."
+        ),
+    ],
+    json_output: JsonOpt = False,
+) -> None:
+    """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset."""
+    from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
+
+    try:
+        report = score_file(file)
+    except ScoreFileError as error:
+        err().print(f"error: {_one_line(error)}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    if json_output:
+        print(json.dumps(report_json(report), ensure_ascii=False))
+    else:
+        render_report(report, out())
+
+
+@app.command("eval")
+def eval_command(
+    dataset_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DATASET_FILE",
+            help="QALD JSON, text2sparql YAML, SPINACH JSON, or a JSON/JSONL list of {question, sparql}.",
+        ),
+    ],
+    kg: KgOpt = "demo",
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Run folder (default runs/<dataset>-<strategy>); the same folder resumes."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only N questions (the first N, or N sampled with --sample).")] = None,
+    sample: Annotated[bool, typer.Option("--sample", help="Take a seeded random sample instead of the first N.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample and --folds.")] = 0,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Questions in flight at once.")] = 4,
+    folds: Annotated[
+        int | None,
+        typer.Option("--folds", help="k-fold example splits, for strategies that retrieve examples from the same dataset."),
+    ] = None,
+    gold: Annotated[
+        Path | None, typer.Option("--gold", help="Frozen gold answers (JSONL; default: under the sparqlnav home).")
+    ] = None,
+    refresh_gold: Annotated[bool, typer.Option("--refresh-gold", help="Run the gold queries again.")] = False,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Redo questions that ended in an error.")] = False,
+    compare: Annotated[
+        list[Path] | None, typer.Option("--compare", help="Another run folder to compare with (repeatable).")
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="Question language.")] = "en",
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
+    from sparqlnav.evaluation.datasets import DatasetFormatError
+    from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table
+    from sparqlnav.evaluation.runner import (
+        EvalError,
+        EvalSpec,
+        RichProgress,
+        default_out_dir,
+        evaluate,
+        plan,
+    )
+    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    try:
+        probe = make_strategy(strategy, llm)
+    except StrategyUnavailable as exc:
+        raise CliError(str(exc)) from None
+
+    def build(splits: Any) -> Any:
+        options = {"example_splits": splits} if splits is not None else {}
+        try:
+            return make_strategy(strategy, llm, **options)
+        except TypeError as exc:
+            raise CliError(f"the {probe.name} strategy does not take example splits (--folds): {exc}") from None
+
+    spec = EvalSpec(
+        dataset=dataset_file,
+        kg=kg,
+        strategy=probe.name,
+        out=out_dir or default_out_dir(dataset_file, probe.name),
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        workers=workers,
+        folds=folds,
+        gold_file=gold,
+        refresh_gold=refresh_gold,
+        retry_errors=retry_errors,
+        language=language,
+        model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
+    )
+    settings = settings_for(timeout)
+    console = err()
+    try:
+        work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
+        with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
+            summary = evaluate(work, graph, home=settings.home, listener=progress, plots=not no_plots)
+    except KeyboardInterrupt:
+        console.print(
+            f"interrupted: finished questions are saved in {spec.out}; run the same command again to resume",
+            markup=False, highlight=False,
+        )  # fmt: skip
+        raise typer.Exit(130) from None
+    except (DatasetFormatError, EvalError, ReportError) as exc:
+        raise CliError(str(exc)) from None
+    comparison = None
+    if compare:
+        try:
+            comparison = compare_runs([spec.out, *compare], spec.out / "compare", plots=not no_plots)
+        except ReportError as exc:
+            raise CliError(str(exc)) from None
+    if json_output:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    out().print(summary_table(summary, title=f"{spec.out}"))
+    console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
+    if comparison is not None:
+        out().print(comparison, markup=False, highlight=False)
+
+
+@app.command("report")
+def report_command(
+    runs: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Run folders of `sparqlnav eval`.")],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Where to write compare.md and plots when comparing runs.")
+    ] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Rebuild a run's summary.json, report.md and plots; with several folders, compare them side by side."""
+    from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table, write_report
+
+    try:
+        if len(runs) == 1 and out_dir is None:
+            summary = write_report(runs[0], plots=not no_plots)
+            if json_output:
+                print(json.dumps(summary, ensure_ascii=False))
+            else:
+                out().print(summary_table(summary, title=str(runs[0])))
+                err().print(f"report: {runs[0] / 'report.md'}", markup=False, highlight=False)
+            return
+        summaries = [write_report(run, plots=not no_plots) for run in runs]
+        text = compare_runs(runs, out_dir, plots=not no_plots)
+    except ReportError as exc:
+        raise CliError(str(exc)) from None
+    if json_output:
+        print(json.dumps({"runs": [{"path": str(r), "summary": s} for r, s in zip(runs, summaries, strict=True)]}, ensure_ascii=False))
+    else:
+        out().print(text, markup=False, highlight=False)
+
+
+@app.command("validate")
+def validate_command(
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY_OR_FILE", help="A SPARQL query, a file holding one, or '-' for stdin.")
+    ],
+    kg: Annotated[
+        str | None,
+        typer.Option(
+            "--kg", help="Check against this KG's schema (RDF file or folder, endpoint URL, 'demo', 'wikidata')."
+        ),
+    ] = None,
+    void: Annotated[Path | None, typer.Option("--void", help="Check against the schema in this VoID file.")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
+    schema. Exit 0 when there is no issue, 1 otherwise."""
+    from sparqlnav.graph.schema import Schema, schema_from_void_file
+    from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema, open_kg_index
+    from sparqlnav.sparql.check import validate as check_query
+
+    if kg and void:
+        raise CliError("give --kg or --void, not both")
+    text = read_query(query)
+    schema: Schema | None = None
+    services: dict[str, Schema] = {}
+    prefixes: dict[str, str] = {}
+    if void is not None:
+        if not void.is_file():
+            raise CliError(f"no such VoID file: {void}")
+        try:
+            schema = schema_from_void_file(void)
+        except (SyntaxError, ValueError, OSError) as exc:
+            raise CliError(f"cannot read the VoID file {void}: {exc}") from None
+    elif kg:
+        settings = settings_for(None)
+        with opened(kg, settings) as graph:
+            prefixes = {k: v for k, v in graph.prefixes.items() if k}
+            # The schemas `sparqlnav index` stored; else read or computed now (not for Wikidata: too large).
+            stored = open_kg_index(graph, settings.home, embedder=None)
+            if stored is not None:
+                schema, services = stored.schema, stored.schemas
+                stored.close()
+            elif graph.name != "wikidata":
+                try:
+                    schema = kg_schema(graph)
+                except SchemaUnavailable as exc:
+                    raise CliError(f"cannot get the schema of {kg}: {exc}") from None
+    report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
+    if json_output:
+        compact = schema.compact if schema is not None else None
+        print(json.dumps(report.to_dict(compact), ensure_ascii=False))
+    elif not report.issues:
+        out().print("ok: no issues", markup=False, highlight=False)
+    else:
+        out().print(report.text(), markup=False, highlight=False)
+        if report.repaired:
+            out().print("\nrepaired query:\n" + report.query, markup=False, highlight=False)
+    if report.issues:
+        raise typer.Exit(1)
+
+
+@app.command("serve")
+def serve_command(
+    kg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kg",
+            help="A KG to serve (repeatable; NAME=SPEC names it): RDF file or folder, endpoint URL, 'demo', 'wikidata'. The first is the default.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.", envvar="SPARQLNAV_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.", envvar="SPARQLNAV_PORT")] = 8000,
+    strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Default strategy (auto, lexical, explore, …).")] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option("--dataset", help="TEXT2SPARQL dataset id mapped to a KG name: ID=NAME (repeatable). Without any, a one-KG server answers for every dataset."),
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Require 'Authorization: Bearer TOKEN' on /api, /mcp and /text2sparql.", envvar="SPARQLNAV_API_TOKEN")] = None,
+    rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Requests per minute per client (0: off; default off on localhost, 120 otherwise).")] = None,
+    cors: Annotated[list[str] | None, typer.Option("--cors", help="An origin allowed to call the API from a browser (repeatable).")] = None,
+    request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
+    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
+    import uvicorn
+
+    from sparqlnav.faces.http import (
+        ServeConfig,
+        configure_logging,
+        create_app,
+        parse_kgs,
+        parse_pairs,
+    )
+    from sparqlnav.llm.client import LLMConfig
+
+    specs = parse_kgs(kg) if kg else None
+    try:
+        datasets = parse_pairs(dataset) if dataset else None
+    except ValueError as exc:
+        raise CliError(f"--dataset: {exc}") from None
+    config = ServeConfig.from_env(
+        kgs=specs,
+        host=host,
+        strategy=strategy,
+        datasets=datasets,
+        token=token,
+        rate_limit=rate_limit,
+        cors_origins=tuple(cors) if cors else None,
+        request_timeout_s=request_timeout,
+        max_concurrent=max_concurrent,
+    )
+    unknown = [d for d, name in config.datasets.items() if name not in (config.kgs or {"demo": "demo"})]
+    if unknown:
+        raise CliError(f"--dataset maps {unknown[0]!r} to a KG this server does not have")
+    overrides = {"model": llm_model} if llm_model else {}
+    configure_logging(log_level.upper())
+    app_ = create_app(settings_for(timeout), config, llm=LLMConfig.from_env(os.environ, **overrides))
+    if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
+        err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
+    err().print(f"sparqlnav on http://{host}:{port}/  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
+    uvicorn.run(app_, host=host, port=port, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=5)
+
+
+@app.command("mcp")
+def mcp_command(
+    kg: KgOpt = "demo",
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+) -> None:
+    """Serve the tools (search, get_entity, execute_sparql, …) to an MCP client over stdio."""
+    from sparqlnav.faces.mcp import run_stdio
+    from sparqlnav.llm.client import LLMConfig
+
+    overrides = {"model": llm_model} if llm_model else {}
+    llm = LLMConfig.from_env(os.environ, **overrides)
+    settings = settings_for(timeout)
+    with opened(kg, settings) as graph:
+        run_stdio(graph, home=settings.home, llm=llm)
+
+
+@app.command("index")
+def index_command(
+    kg: KgOpt = "demo",
+    examples: Annotated[
+        list[Path] | None,
+        typer.Option("--examples", help="SHACL example files or folders, QALD JSON, text2sparql YAML or SPINACH JSON (repeatable)."),
+    ] = None,
+    void: Annotated[
+        list[Path] | None,
+        typer.Option("--void", help="VoID description of this KG or of an endpoint its examples federate with (repeatable)."),
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option("--embedder", help="auto (offline MiniLM when installed, else lexical only), minilm, minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>."),
+    ] = "auto",
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Endpoint of examples that name none (benchmark files never do).")
+    ] = None,
+    qdrant: Annotated[
+        str | None, typer.Option("--qdrant", help="Keep the index in Qdrant: an http(s) URL or a local folder.")
+    ] = None,
+    no_endpoint_examples: Annotated[
+        bool, typer.Option("--no-endpoint-examples", help="Do not read the examples the endpoint publishes itself.")
+    ] = False,
+    json_output: JsonOpt = False,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions)."""
+    import hashlib
+
+    from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
+    from sparqlnav.retrieval.examples import ExamplesError, load_examples
+    from sparqlnav.retrieval.index import (
+        IndexUnavailable,
+        QdrantIndex,
+        SchemaUnavailable,
+        build_kg_index,
+        kg_index_dir,
+    )
+
+    try:
+        chosen = make_embedder(embedder, environ=os.environ)
+        found = load_examples(examples or [], endpoint=endpoint)
+    except (EmbedderUnavailable, ExamplesError) as exc:
+        raise CliError(str(exc)) from None
+    for path in void or []:
+        if not path.is_file():
+            raise CliError(f"no such VoID file: {path}")
+    spec = ("minilm" if chosen is not None else "none") if embedder == "auto" else embedder
+    settings = settings_for(timeout)
+    console = err()
+    with opened(kg, settings) as graph, Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("indexing", total=None)
+
+        def report(message: str, done: int, total: int) -> None:
+            progress.update(task, description=message, completed=done, total=total)
+
+        backend = backend_spec = None
+        if qdrant:
+            collection = "sparqlnav-" + hashlib.sha256(f"{graph.name}|{graph.description}".encode()).hexdigest()[:16]
+            try:
+                backend = QdrantIndex.open(qdrant, collection, chosen)
+            except IndexUnavailable as exc:
+                raise CliError(str(exc)) from None
+            backend_spec = {"kind": "qdrant", "location": qdrant, "collection": collection}
+        try:
+            ctx, stats = build_kg_index(
+                graph, settings.home, examples=found, void_files=void or [], embedder=chosen,
+                embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
+                backend=backend, backend_spec=backend_spec, progress=report,
+            )
+        except (SchemaUnavailable, ExamplesError, IndexUnavailable) as exc:
+            raise CliError(str(exc)) from None
+        counts = {kind: len(ctx.index.documents([kind])) for kind in ("example", "shape", "endpoint")}
+        ctx.close()
+    summary = {
+        "index": str(kg_index_dir(graph, settings.home)),
+        "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
+        "embedder": spec, **stats.to_json(),
+    }  # fmt: skip
+    if json_output:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    out().print(
+        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s) "
+        f"in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
+        f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
+        markup=False, highlight=False,
+    )

@@ -1,0 +1,676 @@
+"""ERASER-style feedback: detectors read the environment after each action (the engine, the tool-call
+interpreter, the run's memory) and pick a targeted guideline from a catalogue only when something is wrong.
+
+Any strategy can use it: build a `StepContext` for the action, call `Feedback.check`, show the returned
+guidelines to the model, then `Memory.record` the step. The catalogue is data
+(`sparqlnav/feedback/guidelines.yaml`); each guideline id names exactly one detector here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from sparqlnav.graph.endpoint import Outcome, QueryResult
+from sparqlnav.graph.vocab import Vocabulary
+from sparqlnav.llm.client import ToolCall, ToolSpec
+from sparqlnav.sparql.guard import Token, declared_prefixes, tokens
+from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
+from sparqlnav.tools.lookup import EntityPage
+from sparqlnav.tools.toolkit import Observation
+
+Source = Literal["engine", "interpreter", "memory"]
+Stage = Literal["before", "after"]
+Details = Mapping[str, object]
+
+DEFAULT_LARGE_ROWS = 500
+# Namespaces of shared vocabularies: using their terms needs no prior observation.
+VOCABULARY_NAMESPACES = tuple(WELL_KNOWN.values())
+_AGGREGATE = re.compile(r"\b(COUNT|SUM|AVG|MIN|MAX|SAMPLE|GROUP_CONCAT)\s*\(", re.I)
+_NAME_VAR = re.compile(r"(label|name|title)s?$", re.I)
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+@dataclass(frozen=True)
+class Guideline:
+    """One catalogue entry; after `render` its text carries the details of this occurrence."""
+
+    id: str
+    source: Source
+    stage: Stage
+    blocks: bool
+    trigger: str
+    text: str
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    def render(self, details: Details) -> Guideline:
+        """A copy whose text has its {placeholders} filled (unknown ones are left as they are)."""
+        shown = {k: str(v) for k, v in details.items()}
+        return replace(self, text=self.text.format_map(_Keep(shown)), details=shown)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (for traces)."""
+        return {"id": self.id, "source": self.source, "text": self.text}
+
+
+class _Keep(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def default_catalogue_path() -> Path:
+    """The bundled catalogue file."""
+    return Path(str(resources.files(__package__) / "guidelines.yaml"))
+
+
+def load_catalogue(path: Path | None = None) -> dict[str, Guideline]:
+    """Read a guideline catalogue (YAML list of id/source/stage/blocks/trigger/text), in file order."""
+    path = path or default_catalogue_path()
+    return dict(_parse_catalogue(path, path.read_text(encoding="utf-8")))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_catalogue(path: Path, text: str) -> tuple[tuple[str, Guideline], ...]:
+    # Cached on the text: parsing YAML costs ~20 ms, and every strategy instance loads the catalogue.
+    raw = yaml.safe_load(text)
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: the catalogue must be a list of guidelines")
+    out: dict[str, Guideline] = {}
+    for entry in raw:
+        try:
+            g = Guideline(
+                id=str(entry["id"]),
+                source=entry["source"],
+                stage=entry["stage"],
+                blocks=bool(entry.get("blocks", False)),
+                trigger=str(entry["trigger"]).strip(),
+                text=" ".join(str(entry["text"]).split()),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: bad guideline entry {entry!r}: {exc}") from None
+        if g.source not in ("engine", "interpreter", "memory") or g.stage not in (
+            "before",
+            "after",
+        ):
+            raise ValueError(f"{path}: guideline {g.id}: bad source or stage")
+        if g.id in out:
+            raise ValueError(f"{path}: guideline {g.id} is defined twice")
+        out[g.id] = g
+    return tuple(out.items())
+
+
+# ---------------------------------------------------------------- memory
+
+
+def normalise_arguments(arguments: Mapping[str, Any]) -> str:
+    """A canonical text of tool arguments: sorted keys, runs of whitespace in strings collapsed."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, str):
+            return " ".join(v.split())
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        return v
+
+    return json.dumps(norm(dict(arguments)), sort_keys=True, ensure_ascii=False)
+
+
+@dataclass
+class Record:
+    """One step the run kept: the action, the query it ran, and how that went."""
+
+    tool: str
+    arguments: dict[str, Any]
+    query: str | None = None
+    result: QueryResult | None = None
+    ok: bool = True
+
+    @property
+    def key(self) -> str:
+        """What makes two actions the same."""
+        return f"{self.tool}:{normalise_arguments(self.arguments)}"
+
+    @property
+    def answered(self) -> bool:
+        """The step ran a query that produced rows or a boolean."""
+        r = self.result
+        return (
+            r is not None
+            and r.outcome is Outcome.OK
+            and r.table is not None
+            and not r.table.is_empty
+        )
+
+
+@dataclass
+class Memory:
+    """What the run did and saw so far: kept steps, and every IRI an observation (or the question) showed."""
+
+    prefixes: PrefixMap = field(default_factory=PrefixMap.default)
+    vocab: Vocabulary | None = None
+    records: list[Record] = field(default_factory=list)
+    _seen: list[set[str]] = field(default_factory=list, init=False)  # IRIs shown by each record
+    _base: set[str] = field(default_factory=set, init=False)
+
+    def note_text(self, text: str) -> None:
+        """Count the IRIs in `text` (e.g. the question) as seen from the start."""
+        self._base |= iris_in_text(text, self.prefixes, self.vocab)
+
+    def record(self, record: Record, observation_text: str = "") -> None:
+        """Keep a step and what its observation showed."""
+        self.records.append(record)
+        self._seen.append(iris_in_text(observation_text, self.prefixes, self.vocab))
+
+    def truncate(self, keep: int) -> None:
+        """Forget every step after the first `keep` (a rollback)."""
+        del self.records[keep:]
+        del self._seen[keep:]
+
+    @property
+    def seen(self) -> set[str]:
+        """Every IRI shown so far."""
+        return self._base.union(*self._seen)
+
+    def last_query(self) -> tuple[int, Record] | None:
+        """The latest step that ran a query, with its 1-based step number."""
+        for i in range(len(self.records) - 1, -1, -1):
+            if self.records[i].query is not None:
+                return i + 1, self.records[i]
+        return None
+
+
+def normalise_iri(iri: str, vocab: Vocabulary | None) -> str:
+    """Wikibase property forms (wdt:/p:/ps:/pq:) are the same identifier as their property entity."""
+    wb = vocab.wikibase if vocab else None
+    if wb:
+        pid = wb.property_id(iri)
+        if pid:
+            return wb.entity_iri(pid)
+    return iri
+
+
+def _iris(toks: Sequence[Token], prefixes: PrefixMap, declared: Mapping[str, str]) -> Iterable[str]:
+    skip: set[int] = set()
+    for i, t in enumerate(toks):  # the namespace IRIs of PREFIX/BASE lines are not uses
+        if t.kind == "word" and t.text.upper() in ("PREFIX", "BASE"):
+            skip.update((i + 1, i + 2))
+    for i, t in enumerate(toks):
+        if i in skip:
+            continue
+        if t.kind == "iri":
+            yield t.text[1:-1]
+        elif t.kind == "pname":
+            name = t.text.rstrip(".")  # a pname never ends in '.': that dot ends the triple
+            prefix, _, local = name.partition(":")
+            ns = declared.get(prefix) or (prefixes.mapping.get(prefix) if prefix else None)
+            if ns:
+                yield ns + local
+
+
+def iris_in_text(text: str, prefixes: PrefixMap, vocab: Vocabulary | None = None) -> set[str]:
+    """IRIs written in a text, as `<iri>` or as prefixed names with a known prefix (normalised)."""
+    if not text:
+        return set()
+    toks = tokens(text)
+    return {normalise_iri(i, vocab) for i in _iris(toks, prefixes, declared_prefixes(toks))}
+
+
+def query_iris(query: str, prefixes: PrefixMap, vocab: Vocabulary | None = None) -> list[str]:
+    """IRIs a query uses, in order of first use (normalised, PREFIX namespaces left out)."""
+    toks = tokens(query)
+    seen: dict[str, None] = {}
+    for iri in _iris(toks, prefixes, declared_prefixes(toks)):
+        seen.setdefault(normalise_iri(iri, vocab), None)
+    return list(seen)
+
+
+def canonical_query(query: str, prefixes: PrefixMap) -> str:
+    """A query without layout, comments, prefix declarations and keyword case: equal means same query."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    out: list[str] = []
+    skip = 0
+    for t in toks:
+        if skip:
+            skip -= 1
+            continue
+        if t.kind == "word" and t.text.upper() == "PREFIX":
+            skip = 2
+            continue
+        if t.kind == "word":
+            out.append(t.text.upper())
+        elif t.kind == "pname":
+            prefix, _, local = t.text.partition(":")
+            ns = declared.get(prefix) or prefixes.mapping.get(prefix)
+            out.append(f"<{ns}{local}>" if ns else t.text)
+        else:
+            out.append(t.text)
+    return " ".join(out)
+
+
+def undeclared_prefixes(query: str, prefixes: PrefixMap) -> list[str]:
+    """Prefixes a query uses that it does not declare and that `prefixes` does not know."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    found: dict[str, None] = {}
+    for t in toks:
+        if t.kind == "pname":
+            prefix = t.text.partition(":")[0]
+            if prefix not in declared and prefix not in prefixes.mapping:
+                found.setdefault(prefix, None)
+    return list(found)
+
+
+# ---------------------------------------------------------------- the step under check
+
+
+@dataclass
+class StepContext:
+    """Everything detectors may look at for one action: the call, what it ran and returned, and memory."""
+
+    memory: Memory
+    tools: Sequence[ToolSpec] = ()
+    call: ToolCall | None = None  # None: the model made no tool call
+    extra_calls: int = 0  # further calls in the same reply (not run)
+    finishing: bool = False  # the action ends the run (stop)
+    query: str | None = None  # the SPARQL the action runs, if any
+    observation: Observation | None = None  # None before the action runs
+    result: QueryResult | None = None
+
+    @property
+    def prefixes(self) -> PrefixMap:
+        """The graph's prefixes."""
+        return self.memory.prefixes
+
+    @property
+    def spec(self) -> ToolSpec | None:
+        """The spec of the called tool, if it exists."""
+        name = self.call.name if self.call else None
+        return next((t for t in self.tools if t.name == name), None)
+
+
+@dataclass(frozen=True)
+class FeedbackOptions:
+    """Thresholds of the detectors."""
+
+    large_rows: int = DEFAULT_LARGE_ROWS
+
+
+Detector = Callable[[StepContext, FeedbackOptions], Details | None]
+
+
+def _clip(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _tool_names(ctx: StepContext) -> str:
+    return ", ".join(f"{t.name}()" for t in ctx.tools) or "(none)"
+
+
+def _example(spec: ToolSpec | None) -> str:
+    if spec is None:
+        return "tool({})"
+    props = (spec.parameters.get("properties") or {}).keys()
+    args = json.dumps({p: "…" for p in props}, ensure_ascii=False)
+    return f"{spec.name}({args})"
+
+
+def _expected(spec: ToolSpec) -> str:
+    props = spec.parameters.get("properties") or {}
+    if not props:
+        return "no arguments"
+    return ", ".join(
+        f"{name} ({(schema or {}).get('type', 'any')})" for name, schema in props.items()
+    )
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+# -- interpreter
+
+
+def no_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The reply made no tool call."""
+    return None if ctx.call is not None else {"tools": _tool_names(ctx)}
+
+
+def malformed_call(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The call's arguments (or the action text) could not be parsed."""
+    if ctx.call is None or ctx.call.parse_error is None:
+        return None
+    return {
+        "tool": ctx.call.name or "the action",
+        "error": ctx.call.parse_error,
+        "example": _example(ctx.spec),
+    }
+
+
+def unknown_tool(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The call names a tool that does not exist."""
+    if ctx.call is None or ctx.spec is not None or not ctx.call.name:
+        return None
+    return {"tool": ctx.call.name, "tools": _tool_names(ctx)}
+
+
+def missing_argument(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A required argument is absent or blank."""
+    spec = ctx.spec
+    if ctx.call is None or spec is None or ctx.call.parse_error is not None or ctx.finishing:
+        return None
+    required = spec.parameters.get("required") or []
+    missing = [
+        r
+        for r in required
+        if r not in ctx.call.arguments
+        or (isinstance(ctx.call.arguments[r], str) and not ctx.call.arguments[r].strip())
+    ]
+    if not missing:
+        return None
+    return {"tool": spec.name, "missing": ", ".join(missing), "example": _example(spec)}
+
+
+def wrong_argument(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """Arguments the tool does not take, or values of the wrong JSON type."""
+    spec = ctx.spec
+    if ctx.call is None or spec is None or ctx.call.parse_error is not None or ctx.finishing:
+        return None
+    props: dict[str, Any] = spec.parameters.get("properties") or {}
+    problems = []
+    for name, value in ctx.call.arguments.items():
+        if name not in props:
+            problems.append(f"unknown argument {name!r}")
+            continue
+        wanted = (props[name] or {}).get("type")
+        types = _JSON_TYPES.get(wanted) if isinstance(wanted, str) else None
+        if (
+            value is not None
+            and types
+            and (not isinstance(value, types) or (bool not in types and isinstance(value, bool)))
+        ):
+            problems.append(f"{name} must be a {wanted}, not {type(value).__name__}")
+    if not problems:
+        return None
+    return {
+        "tool": spec.name,
+        "problems": "; ".join(problems),
+        "expected": _expected(spec),
+        "example": _example(spec),
+    }
+
+
+def several_actions(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The reply held more than one call."""
+    if ctx.call is None or ctx.extra_calls <= 0:
+        return None
+    return {"count": ctx.extra_calls + 1, "tool": ctx.call.name}
+
+
+# -- memory
+
+
+def repeated_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The same tool with the same arguments was already used in this run."""
+    if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None:
+        return None
+    key = Record(ctx.call.name, dict(ctx.call.arguments)).key
+    for i, rec in enumerate(ctx.memory.records):
+        if rec.key == key:
+            args = json.dumps(ctx.call.arguments, ensure_ascii=False)
+            return {"action": f"{ctx.call.name}({args[:200]})", "step": i + 1}
+    return None
+
+
+def _describe_failure(rec: Record) -> str:
+    r = rec.result
+    if r is None:
+        return "failed"
+    if r.outcome in (Outcome.EMPTY, Outcome.OK):
+        return "returned no rows"
+    return f"failed ({r.outcome.value})"
+
+
+def rerun_unchanged(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A query that failed before is sent again with only cosmetic differences."""
+    if ctx.query is None or ctx.call is None:
+        return None
+    canon = canonical_query(ctx.query, ctx.prefixes)
+    exact = " ".join(ctx.query.split())
+    for i, rec in enumerate(ctx.memory.records):
+        if rec.query is None or rec.answered:
+            continue
+        if " ".join(rec.query.split()) == exact:
+            continue  # the very same text: that is a repeated action, not a rerun
+        if canonical_query(rec.query, ctx.prefixes) == canon:
+            return {"step": i + 1, "outcome": _describe_failure(rec)}
+    return None
+
+
+def stop_without_results(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """stop() while the last query did not produce an answer."""
+    if not ctx.finishing:
+        return None
+    last = ctx.memory.last_query()
+    if last is None:
+        return {"problem": "no query has been run yet"}
+    step, rec = last
+    if rec.answered:
+        return None
+    return {"problem": f"the last query (step {step}) {_describe_failure(rec)}"}
+
+
+def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query names graph-specific IRIs that no observation showed."""
+    if ctx.query is None:
+        return None
+    seen = ctx.memory.seen
+    unseen = [
+        i
+        for i in query_iris(ctx.query, ctx.prefixes, ctx.memory.vocab)
+        if not i.startswith(VOCABULARY_NAMESPACES) and i not in seen
+    ]
+    if not unseen:
+        return None
+    return {"iris": ", ".join(ctx.prefixes.compact(i) for i in unseen[:8])}
+
+
+def _rows(ctx: StepContext) -> QueryResult | None:
+    r = ctx.result
+    if r is None or r.outcome is not Outcome.OK or r.table is None or r.table.is_boolean:
+        return None
+    return r if r.table.rows else None
+
+
+def unbound_projection(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """Rows came back, but some selected variable has no value in any of them."""
+    r = _rows(ctx)
+    if r is None or r.table is None:
+        return None
+    never = [v for v in r.table.vars if not any(v in row for row in r.table.rows)]
+    return {"vars": ", ".join("?" + v for v in never)} if never else None
+
+
+def labels_only(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """Every returned value is a literal, and those literals are names or labels."""
+    r = _rows(ctx)
+    if r is None or r.table is None or ctx.query is None or _AGGREGATE.search(ctx.query):
+        return None
+    table = r.table
+    if any(t.kind != "literal" for row in table.rows for t in row.values()):
+        return None
+    vocab = ctx.memory.vocab or Vocabulary()
+    uses_label = bool(set(query_iris(ctx.query, ctx.prefixes)) & set(vocab.labels))
+    named = [v for v in table.vars if _NAME_VAR.search(v)]
+    if not (uses_label or named):
+        return None
+    return {"vars": ", ".join("?" + v for v in (named or table.vars))}
+
+
+# -- engine
+
+
+def _outcome(ctx: StepContext, *outcomes: Outcome) -> QueryResult | None:
+    r = ctx.result
+    return r if r is not None and r.outcome in outcomes else None
+
+
+def undeclared_prefix(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query failed and uses a prefix nobody declared."""
+    if ctx.query is None or _outcome(ctx, Outcome.SYNTAX_ERROR, Outcome.ENGINE_ERROR) is None:
+        return None
+    missing = undeclared_prefixes(ctx.query, ctx.prefixes)
+    if not missing:
+        return None
+    known = ", ".join(f"{p}:" for p, _ in sorted(ctx.prefixes.items()))
+    return {"prefixes": ", ".join(f"{p}:" for p in missing), "known": known}
+
+
+def syntax_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The engine rejected the query's syntax (an undeclared prefix has its own guideline)."""
+    r = _outcome(ctx, Outcome.SYNTAX_ERROR)
+    if r is None or (ctx.query and undeclared_prefixes(ctx.query, ctx.prefixes)):
+        return None
+    return {"message": _clip(r.message)}
+
+
+def empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A SELECT ran and matched nothing."""
+    r = ctx.result
+    if r is None:
+        return None
+    empty = r.outcome is Outcome.EMPTY or (
+        r.outcome is Outcome.OK and r.table is not None and r.table.is_empty
+    )
+    return {} if empty else None
+
+
+def timeout(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query hit the time limit."""
+    r = _outcome(ctx, Outcome.TIMEOUT)
+    return {"message": _clip(r.message)} if r else None
+
+
+def oversized_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A cap cut the result, or it is longer than any answer needs."""
+    r = _rows(ctx)
+    if r is None or r.table is None:
+        return None
+    if not r.table.truncated and len(r.table) <= opts.large_rows:
+        return None
+    cap = f" (cut by the {r.table.cap} cap)" if r.table.truncated and r.table.cap else ""
+    return {"rows": len(r.table), "cap": cap}
+
+
+def refused(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The guard refused the query."""
+    r = _outcome(ctx, Outcome.REFUSED)
+    return {"message": _clip(r.message)} if r else None
+
+
+def engine_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The engine failed or could not be reached."""
+    r = _outcome(ctx, Outcome.ENGINE_ERROR, Outcome.UNREACHABLE)
+    if r is None or (ctx.query and undeclared_prefixes(ctx.query, ctx.prefixes)):
+        return None
+    return {"message": _clip(r.message)}
+
+
+def lookup_failed(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A non-SPARQL tool reported failure."""
+    obs = ctx.observation
+    if obs is None or obs.ok or ctx.result is not None or ctx.call is None:
+        return None
+    seen = sorted(ctx.memory.seen)  # an identifier the model was shown makes the best example
+    example = ctx.prefixes.compact(seen[0]) if seen else "prefix:name"
+    return {"tool": ctx.call.name, "message": _clip(obs.text), "example_id": example}
+
+
+def unknown_entity(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """An entity page with no edges at all."""
+    obs = ctx.observation
+    if obs is None or not isinstance(obs.value, EntityPage) or obs.value.edges:
+        return None
+    return {"id": ctx.prefixes.compact(obs.value.iri)}
+
+
+DETECTORS: dict[str, Detector] = {
+    f.__name__: f
+    for f in (
+        no_action,
+        malformed_call,
+        unknown_tool,
+        missing_argument,
+        wrong_argument,
+        several_actions,
+        repeated_action,
+        rerun_unchanged,
+        stop_without_results,
+        undeclared_prefix,
+        syntax_error,
+        empty_result,
+        timeout,
+        oversized_result,
+        refused,
+        engine_error,
+        lookup_failed,
+        unknown_entity,
+        unseen_iri,
+        unbound_projection,
+        labels_only,
+    )
+}
+
+
+class Feedback:
+    """Run the detectors over a step and return the guidelines that fire, in catalogue order."""
+
+    def __init__(
+        self,
+        catalogue: Mapping[str, Guideline] | None = None,
+        detectors: Mapping[str, Detector] | None = None,
+        options: FeedbackOptions | None = None,
+    ) -> None:
+        self.catalogue = dict(catalogue if catalogue is not None else load_catalogue())
+        self.detectors = dict(detectors if detectors is not None else DETECTORS)
+        self.options = options or FeedbackOptions()
+        unmatched = set(self.catalogue) ^ set(self.detectors)
+        if unmatched:
+            raise ValueError(
+                f"every guideline needs exactly one detector and vice versa: {sorted(unmatched)}"
+            )
+
+    def check(self, ctx: StepContext, stage: Stage | None = None) -> list[Guideline]:
+        """Guidelines whose trigger fires for this step (only those of `stage` when given)."""
+        fired = []
+        for gid, guideline in self.catalogue.items():
+            if stage is not None and guideline.stage != stage:
+                continue
+            details = self.detectors[gid](ctx, self.options)
+            if details is not None:
+                fired.append(guideline.render(details))
+        return fired
+
+
+def render_guidelines(guidelines: Iterable[Guideline]) -> str:
+    """Guidelines as text appended to an observation."""
+    return "\n".join(f"Guideline ({g.id}): {g.text}" for g in guidelines)

@@ -1,0 +1,586 @@
+"""Endpoints: run read-only SPARQL with a real time limit and get a typed outcome back.
+
+`RemoteEndpoint` speaks the SPARQL 1.1 protocol over HTTP. The local store (`sparqlnav.graph.store`) runs an
+Oxigraph server process and reuses it, so local and remote data share one code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import enum
+import heapq
+import io
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+import httpx
+import pyoxigraph as ox
+
+from sparqlnav import __version__
+from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.sparql.guard import QueryForm, Refused, check_query
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_ROWS = 10_000
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+USER_AGENT = f"sparqlnav/{__version__} (+https://github.com/sparqlnav/sparqlnav)"
+
+
+class Outcome(enum.StrEnum):
+    """How a query ended; strategies' feedback is built on these."""
+
+    OK = "ok"
+    EMPTY = "empty"
+    SYNTAX_ERROR = "syntax_error"
+    TIMEOUT = "timeout"
+    REFUSED = "refused"
+    ENGINE_ERROR = "engine_error"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass
+class QueryResult:
+    """What running one query produced: an outcome, a table when there is one, and a message otherwise."""
+
+    query: str
+    outcome: Outcome
+    table: ResultTable | None = None
+    message: str = ""
+    seconds: float = 0.0
+    endpoint: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the query ran (with or without rows)."""
+        return self.outcome in (Outcome.OK, Outcome.EMPTY)
+
+    def describe(self) -> str:
+        """One line a person or an LLM can act on."""
+        if self.outcome is Outcome.OK:
+            n = (
+                "true/false"
+                if self.table and self.table.is_boolean
+                else f"{len(self.table or [])} rows"
+            )
+            return f"ok ({n}, {self.seconds:.2f} s)"
+        if self.outcome is Outcome.EMPTY:
+            return "the query ran and returned no rows"
+        return f"{self.outcome.value}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on one query: time, rows and bytes."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@runtime_checkable
+class Endpoint(Protocol):
+    """Anything that runs read-only SPARQL queries under limits."""
+
+    @property
+    def name(self) -> str:
+        """A short name for messages and traces."""
+        ...
+
+    @property
+    def url(self) -> str:
+        """The SPARQL endpoint URL."""
+        ...
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Run one query; never raises for query-level problems."""
+        ...
+
+    def close(self) -> None:
+        """Release processes and connections."""
+        ...
+
+
+class EndpointWrapper:
+    """Base for endpoints that wrap another one (tracing, budgets): forwards its name and URL and does not
+    own it, so closing the wrapper leaves the wrapped endpoint open."""
+
+    def __init__(self, inner: Endpoint) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        """The wrapped endpoint's name."""
+        return self.inner.name
+
+    @property
+    def url(self) -> str:
+        """The wrapped endpoint's URL."""
+        return self.inner.url
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Pass the query through."""
+        return self.inner.query(sparql, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """The wrapper owns nothing: closing is the wrapped endpoint's owner's job."""
+
+
+@dataclass
+class HttpOptions:
+    """How to talk to a SPARQL endpoint over HTTP."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    user_agent: str = USER_AGENT
+    method: str = "auto"  # auto: GET for short queries, POST for long ones
+    retries: int = 3
+    max_backoff_s: float = 30.0
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _CappedReader(io.RawIOBase):
+    """File-like view of a streamed HTTP body that stops at a byte cap and at a deadline."""
+
+    def __init__(self, chunks: Iterable[bytes], max_bytes: int, deadline: float) -> None:
+        self._chunks = iter(chunks)
+        self._buffer = b""
+        self._max = max_bytes
+        self._deadline = deadline
+        self.read_bytes = 0
+        self.hit_cap = False
+        self.last = b""  # the tail of the body, to recognise an error written after a 200 status
+
+    def readable(self) -> bool:
+        return True
+
+    def read_all(self) -> bytes:
+        """Everything up to the cap (or the end), checking the deadline between chunks."""
+        parts = [self._buffer]
+        self._buffer = b""
+        while True:
+            if time.monotonic() > self._deadline:
+                raise _Deadline()
+            if self.read_bytes >= self._max:
+                self.hit_cap = True
+                break
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                break
+            room = self._max - self.read_bytes
+            if len(chunk) > room:
+                chunk = chunk[:room]
+            self.read_bytes += len(chunk)
+            parts.append(chunk)
+            self.last = (self.last + chunk)[-2048:]
+        return b"".join(parts)
+
+    def readinto(self, b: Any) -> int:
+        while not self._buffer:
+            if time.monotonic() > self._deadline:
+                raise _Deadline()
+            if self.read_bytes >= self._max:
+                self.hit_cap = True
+                return 0
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                return 0
+            room = self._max - self.read_bytes
+            if len(chunk) > room:
+                chunk = chunk[:room]
+            self.read_bytes += len(chunk)
+            self._buffer = chunk
+            self.last = (self.last + chunk)[-2048:]
+        n = min(len(b), len(self._buffer))
+        b[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+
+def _retry_after(response: httpx.Response, attempt: int, cap: float) -> float:
+    """Seconds to wait before retrying: the server's Retry-After when given, else exponential backoff."""
+    header = response.headers.get("retry-after")
+    if header:
+        try:
+            return min(cap, max(0.0, float(header)))
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(header)
+            except (TypeError, ValueError):
+                when = None  # an unreadable Retry-After: fall back to our own backoff
+            if when is not None:
+                return min(cap, max(0.0, when.timestamp() - time.time()))
+    return min(cap, 0.5 * 2**attempt)
+
+
+def _looks_like_syntax_error(status: int, text: str) -> bool:
+    lowered = text.lower()
+    return status == 400 and any(
+        s in lowered for s in ("parse", "syntax", "error at ", "expected", "lexical", "encountered")
+    )
+
+
+def _looks_like_timeout(text: str) -> bool:
+    lowered = text.lower()
+    return any(
+        s in lowered for s in ("timeout", "timed out", "cancelled", "canceled", "time limit")
+    )
+
+
+class RemoteEndpoint:
+    """A SPARQL 1.1 protocol endpoint over HTTP (GET/POST, JSON results, backoff honouring Retry-After)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        limits: Limits | None = None,
+        http: HttpOptions | None = None,
+        allowed_services: Iterable[str] = (),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.url = url
+        self.name = name or url
+        self.limits = limits or Limits()
+        self.http = http or HttpOptions()
+        self.allowed_services = [url, *allowed_services]
+        self._sleep = sleep
+        self._client = httpx.Client(
+            headers={"User-Agent": self.http.user_agent, **self.http.headers}, follow_redirects=True
+        )
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> RemoteEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Run one query under the time, row and byte limits."""
+        start = time.monotonic()
+        limit = timeout_s if timeout_s is not None else self.limits.timeout_s
+        try:
+            form = check_query(sparql, self.allowed_services)
+        except Refused as exc:
+            return QueryResult(sparql, Outcome.REFUSED, message=str(exc), endpoint=self.name)
+        result = self._run(sparql, form, start, start + limit, limit)
+        result.seconds = time.monotonic() - start
+        return result
+
+    # The body of `query`, split so the local store can wrap it with process management.
+    def _run(
+        self, sparql: str, form: QueryForm, start: float, deadline: float, limit: float
+    ) -> QueryResult:
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(sparql, form, deadline, limit, attempt)
+            except _Retryable as exc:
+                wait = exc.wait
+                if attempt >= self.http.retries or time.monotonic() + wait > deadline:
+                    return QueryResult(
+                        sparql, Outcome.ENGINE_ERROR, message=exc.message, endpoint=self.name
+                    )
+                attempt += 1
+                self._sleep(wait)
+            except (_Deadline, httpx.TimeoutException):
+                return QueryResult(
+                    sparql,
+                    Outcome.TIMEOUT,
+                    message=f"the query did not finish within {limit:g} s",
+                    endpoint=self.name,
+                )
+            except (httpx.TransportError, RuntimeError) as exc:
+                # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
+                return QueryResult(
+                    sparql,
+                    Outcome.UNREACHABLE,
+                    message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
+                    endpoint=self.name,
+                )
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                return QueryResult(
+                    sparql, Outcome.ENGINE_ERROR, message=f"{type(exc).__name__}: {exc}", endpoint=self.name
+                )
+
+    def _request(self, sparql: str, form: QueryForm, deadline: float) -> httpx.Request:
+        accept = (
+            "application/sparql-results+json"
+            if form in ("SELECT", "ASK")
+            else "application/n-triples, text/plain;q=0.5"
+        )
+        headers = {"Accept": accept}
+        remaining = max(0.1, deadline - time.monotonic())
+        timeout = httpx.Timeout(remaining, connect=min(remaining, 10.0))
+        # Servers limit URL length; judge by the encoded length, which non-ASCII text multiplies.
+        encoded = len(quote(sparql, safe=""))
+        use_get = self.http.method == "GET" or (self.http.method == "auto" and encoded < 2000)
+        if use_get:
+            return self._client.build_request(
+                "GET", self.url, params={"query": sparql}, headers=headers, timeout=timeout
+            )
+        headers["Content-Type"] = "application/sparql-query; charset=utf-8"
+        return self._client.build_request(
+            "POST", self.url, content=sparql.encode(), headers=headers, timeout=timeout
+        )
+
+    def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float, attempt: int = 0) -> QueryResult:
+        request = self._request(sparql, form, deadline)
+        response = self._client.send(request, stream=True)
+        # Per-read timeouts alone let a slowly streaming body run past the limit; close it at the deadline.
+        ticket = _WATCHDOG.watch(deadline, response.close)
+        try:
+            if response.status_code in (429, 502, 503, 504):
+                raise _Retryable(
+                    f"{self.url} answered HTTP {response.status_code}",
+                    _retry_after(response, attempt, self.http.max_backoff_s),
+                )
+            if response.status_code >= 400:
+                text = _read_text(response, 4000, deadline)
+                message = " ".join(text.split())[:1000] or f"HTTP {response.status_code}"
+                if _looks_like_syntax_error(response.status_code, text):
+                    return QueryResult(
+                        sparql, Outcome.SYNTAX_ERROR, message=message, endpoint=self.name
+                    )
+                if _looks_like_timeout(text) or response.status_code == 408:
+                    return QueryResult(sparql, Outcome.TIMEOUT, message=message, endpoint=self.name)
+                return QueryResult(
+                    sparql,
+                    Outcome.ENGINE_ERROR,
+                    message=f"HTTP {response.status_code}: {message}",
+                    endpoint=self.name,
+                )
+            reader = _CappedReader(response.iter_bytes(), self.limits.max_bytes, deadline)
+            if form in ("SELECT", "ASK"):
+                return self._parse_results(sparql, response, reader)
+            return self._parse_graph(sparql, response, reader)
+        except (httpx.HTTPError, OSError, ValueError, RuntimeError):
+            if time.monotonic() >= deadline:
+                raise _Deadline() from None
+            raise
+        finally:
+            _WATCHDOG.cancel(ticket)
+            response.close()
+
+    def _parse_results(
+        self, sparql: str, response: httpx.Response, reader: _CappedReader
+    ) -> QueryResult:
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        fmt = {
+            "application/sparql-results+xml": ox.QueryResultsFormat.XML,
+            "text/tab-separated-values": ox.QueryResultsFormat.TSV,
+        }.get(ctype, ox.QueryResultsFormat.JSON)
+        if fmt == ox.QueryResultsFormat.JSON:
+            body = reader.read_all()
+            if not reader.hit_cap:
+                return self._parse_json(sparql, body, reader)
+            reader = _CappedReader([body], len(body), float("inf"))
+            reader.hit_cap = True  # the bytes are all we will get: a parse error below means truncation
+        buffered = io.BufferedReader(reader, buffer_size=65536)
+        table = ResultTable()
+        try:
+            parsed = ox.parse_query_results(buffered, fmt)
+            if isinstance(parsed, ox.QueryBoolean):
+                return _finish(sparql, ResultTable(boolean=bool(parsed)), self.name)
+            table.vars = [v.value for v in parsed.variables]
+            for solution in parsed:
+                if len(table.rows) >= self.limits.max_rows:
+                    table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
+                    break
+                table.rows.append(
+                    {
+                        v: Term.from_oxigraph(solution[v])
+                        for v in table.vars
+                        if solution[v] is not None
+                    }
+                )
+        except SyntaxError as exc:
+            if reader.hit_cap:
+                table.truncated, table.cap = True, f"max {self.limits.max_bytes} bytes"
+            else:
+                tail = _tail_text(reader)
+                if _looks_like_timeout(tail):
+                    return QueryResult(
+                        sparql, Outcome.TIMEOUT, message=tail.strip()[:500], endpoint=self.name
+                    )
+                return QueryResult(
+                    sparql,
+                    Outcome.ENGINE_ERROR,
+                    message=f"could not read the endpoint's results: {exc}",
+                    endpoint=self.name,
+                )
+        return _finish(sparql, table, self.name)
+
+    def _parse_json(self, sparql: str, body: bytes, reader: _CappedReader) -> QueryResult:
+        """Complete SPARQL JSON results: parsed by the json module, which is faster than term-by-term streaming."""
+        try:
+            data = json.loads(body)
+            if "boolean" in data:
+                return _finish(sparql, ResultTable(boolean=bool(data["boolean"])), self.name)
+            bindings = data["results"]["bindings"]
+            table = ResultTable(vars=list(data.get("head", {}).get("vars") or []))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            tail = _tail_text(reader)
+            if _looks_like_timeout(tail):
+                return QueryResult(sparql, Outcome.TIMEOUT, message=tail.strip()[:500], endpoint=self.name)
+            return QueryResult(
+                sparql, Outcome.ENGINE_ERROR, message=f"could not read the endpoint's results: {exc}", endpoint=self.name
+            )
+        if len(bindings) > self.limits.max_rows:
+            bindings = bindings[: self.limits.max_rows]
+            table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
+        try:
+            table.rows = [{k: _json_term(v) for k, v in b.items()} for b in bindings]
+        except (ValueError, KeyError, TypeError) as exc:
+            return QueryResult(sparql, Outcome.ENGINE_ERROR, message=f"malformed result term: {exc}", endpoint=self.name)
+        return _finish(sparql, table, self.name)
+
+    def _parse_graph(
+        self, sparql: str, response: httpx.Response, reader: _CappedReader
+    ) -> QueryResult:
+        table = ResultTable(vars=["subject", "predicate", "object"])
+        buffered = io.BufferedReader(reader, buffer_size=65536)
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        fmt = ox.RdfFormat.from_media_type(ctype) or ox.RdfFormat.N_TRIPLES
+        try:
+            for quad in ox.parse(buffered, fmt, lenient=True):
+                if len(table.rows) >= self.limits.max_rows:
+                    table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
+                    break
+                table.rows.append(
+                    {
+                        "subject": Term.from_oxigraph(quad.subject),
+                        "predicate": Term.from_oxigraph(quad.predicate),
+                        "object": Term.from_oxigraph(quad.object),
+                    }
+                )
+        except SyntaxError as exc:
+            if not reader.hit_cap:
+                return QueryResult(
+                    sparql,
+                    Outcome.ENGINE_ERROR,
+                    message=f"could not read triples: {exc}",
+                    endpoint=self.name,
+                )
+            table.truncated, table.cap = True, f"max {self.limits.max_bytes} bytes"
+        return _finish(sparql, table, self.name)
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, wait: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.wait = wait
+
+
+_PLAIN_TYPES = ("http://www.w3.org/2001/XMLSchema#string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")
+
+
+def _json_term(d: dict[str, Any]) -> Term:
+    kind = d["type"]
+    if kind in ("literal", "typed-literal"):
+        dt = d.get("datatype")
+        return Term("literal", d["value"], None if dt in _PLAIN_TYPES else dt, d.get("xml:lang"))
+    if kind in ("uri", "bnode"):
+        return Term(kind, d["value"])
+    return Term.from_json(d)
+
+
+class _Watchdog:
+    """One background thread that calls a function when its deadline passes (cheaper than a timer per query)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._live: set[int] = set()
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, action: Callable[[], None]) -> int:
+        """Schedule `action` at `deadline` (monotonic); returns a ticket for `cancel`."""
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (deadline, self._seq, action))
+            self._live.add(self._seq)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="sparqlnav-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return self._seq
+
+    def cancel(self, ticket: int) -> None:
+        """Forget a scheduled action."""
+        with self._cond:
+            self._live.discard(ticket)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][1] not in self._live:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait(timeout=5.0)
+                    continue
+                deadline, ticket, action = self._heap[0]
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(timeout=wait)
+                    continue
+                heapq.heappop(self._heap)
+                self._live.discard(ticket)
+            with contextlib.suppress(Exception):
+                action()
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _finish(sparql: str, table: ResultTable, name: str) -> QueryResult:
+    outcome = Outcome.EMPTY if table.is_empty else Outcome.OK
+    return QueryResult(sparql, outcome, table=table, endpoint=name)
+
+
+def _read_text(response: httpx.Response, limit: int, deadline: float) -> str:
+    data = b""
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= limit or time.monotonic() > deadline:
+            break
+    return data[:limit].decode("utf-8", "replace")
+
+
+def _tail_text(reader: _CappedReader) -> str:
+    # Oxigraph reports a cancelled query inside an already-started 200 body.
+    return reader.last.decode("utf-8", "replace")
+
+
+def rows_as_dicts(result: QueryResult) -> list[dict[str, str]]:
+    """Rows as variable → lexical value (for code that needs only strings; check `table.truncated` first)."""
+    if result.table is None:
+        return []
+    return [{k: t.value for k, t in row.items()} for row in result.table.rows]
+
+
+def as_mapping(headers: Iterable[str]) -> dict[str, str]:
+    """Parse `Name: value` header strings (from the CLI) into a dict."""
+    out: dict[str, str] = {}
+    for h in headers:
+        name, sep, value = h.partition(":")
+        if not sep:
+            raise ValueError(f"a header must look like 'Name: value', got {h!r}")
+        out[name.strip()] = value.strip()
+    return out

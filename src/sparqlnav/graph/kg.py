@@ -1,0 +1,65 @@
+"""A knowledge graph as the rest of sparqlnav sees it: an endpoint bundled with what lookup needs
+(vocabulary, prefixes, names). `sparqlnav.graph.opening` makes one from a `--kg` value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sparqlnav.graph.endpoint import Endpoint
+from sparqlnav.graph.names import Hit, Kind
+from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
+from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
+from sparqlnav.sparql.prefixes import PrefixMap
+
+REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
+
+
+class Names(Protocol):
+    """Where names come from: a local full-text index, or a service such as Wikidata's API."""
+
+    def search(
+        self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
+    ) -> list[Hit]:
+        """Ranked matches for a name."""
+        ...
+
+    def labels_of(self, iris: Iterable[str]) -> dict[str, str]:
+        """Labels of many IRIs (unknown ones left out)."""
+        ...
+
+
+class KGError(Exception):
+    """A `--kg` value that cannot be opened; the message is one line."""
+
+
+@dataclass
+class KnowledgeGraph:
+    """An endpoint plus what tools need to talk about its contents."""
+
+    name: str
+    endpoint: Endpoint
+    vocab: Vocabulary
+    prefixes: PrefixMap
+    names: Names
+    description: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Stop processes and close connections."""
+        self.endpoint.close()
+        close_names = getattr(self.names, "close", None)
+        if callable(close_names):
+            close_names()
+
+    def __enter__(self) -> KnowledgeGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wikidata_prefixes() -> PrefixMap:
+    """Prefixes for Wikidata."""
+    return PrefixMap.default({**WIKIDATA_PREFIXES, **WIKIDATA.prefixes()})

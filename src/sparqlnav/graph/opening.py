@@ -1,0 +1,197 @@
+"""Open a knowledge graph from a `--kg` value: the bundled demo, Wikidata, a local RDF file or folder, or a
+SPARQL endpoint URL."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+
+import pyoxigraph as ox
+
+from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
+from sparqlnav.graph.kg import KGError, KnowledgeGraph
+from sparqlnav.graph.names import LabelIndex
+from sparqlnav.graph.store import LocalGraph, ProgressFn, ensure_store, rdf_files
+from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
+from sparqlnav.graph.wikidata import open_wikidata
+from sparqlnav.settings import Settings
+from sparqlnav.sparql.prefixes import PrefixMap, prefixes_in_text
+
+REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
+
+
+def demo_path() -> Path:
+    """The bundled demo KG file."""
+    return Path(str(resources.files("sparqlnav") / "data" / "demo" / "demo.ttl"))
+
+
+def open_kg(spec: str, settings: Settings, *, progress: ProgressFn | None = None) -> KnowledgeGraph:
+    """Resolve a `--kg` value into an open knowledge graph."""
+    spec = spec.strip()
+    if spec in ("", "demo"):
+        return open_local(demo_path(), settings, name="demo", progress=progress)
+    if spec == "wikidata":
+        return open_wikidata(settings)
+    if spec.startswith(("http://", "https://")):
+        return open_remote(spec, settings, progress=progress)
+    path = Path(spec).expanduser()
+    if path.exists():
+        return open_local(path, settings, name=path.name, progress=progress)
+    raise KGError(
+        f"unknown KG {spec!r}: give a file or folder of RDF, an http(s):// SPARQL endpoint, 'demo' or 'wikidata'"
+    )
+
+
+def detect_wikibase(triples: Iterable[tuple[str, str]]) -> Wikibase | None:
+    """Find Wikibase namespaces from `wikibase:directClaim` declarations (subject, object) if any."""
+    for prop, direct in triples:
+        pid = prop.rsplit("/", 1)[-1]
+        suffix = f"prop/direct/{pid}"
+        if direct.endswith(suffix) and prop.endswith(f"entity/{pid}"):
+            return Wikibase.from_base(direct[: -len(suffix)])
+    return None
+
+
+def _file_prefixes(files: list[Path]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for f in files:
+        if (
+            f.suffix.lower() in (".ttl", ".trig", ".n3", ".turtle")
+            and f.stat().st_size < 200_000_000
+        ):
+            with f.open(encoding="utf-8", errors="replace") as fh:
+                head = fh.read(200_000)
+            found.update({k: v for k, v in prefixes_in_text(head).items() if k})
+    return found
+
+
+def open_local(
+    path: Path, settings: Settings, *, name: str, progress: ProgressFn | None = None
+) -> KnowledgeGraph:
+    """Load RDF files (once; later runs reuse the store) and serve them through a managed Oxigraph process."""
+    try:
+        files = rdf_files(path)
+        info = ensure_store(files, settings.stores_dir, progress)
+    except OSError as exc:
+        raise KGError(f"cannot open {path}: {exc}") from None
+    store = ox.Store.read_only(str(info.data_dir))
+    decl = ox.NamedNode(WIKIBASE + "directClaim")
+    wb = detect_wikibase(
+        (str(q.subject.value), str(q.object.value))
+        for q in store.quads_for_pattern(None, decl, None)
+        if isinstance(q.subject, ox.NamedNode) and isinstance(q.object, ox.NamedNode)
+    )
+    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+    index_path = info.path / "labels.sqlite"
+    if not LabelIndex.exists(index_path):
+        LabelIndex.build_from_store(store, index_path, vocab)
+    del store
+    mapping = {**_file_prefixes(files), **(wb.prefixes() if wb else {})}
+    endpoint = LocalGraph(
+        info,
+        name=name,
+        limits=settings.limits,
+        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
+        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers, retries=0),
+    )
+    return KnowledgeGraph(
+        name=name,
+        endpoint=endpoint,
+        vocab=vocab,
+        prefixes=PrefixMap.default(mapping),
+        names=LabelIndex(index_path),
+        description=f"{info.triples} triples from {len(files)} file(s) under {path}",
+        extra={"triples": info.triples},
+    )
+
+
+class _NamePages:
+    """Names and predicate usage of a remote graph, fetched page by page; notes whether it got them all."""
+
+    def __init__(self, endpoint: RemoteEndpoint, vocab: Vocabulary) -> None:
+        self.endpoint = endpoint
+        self.vocab = vocab
+        self.complete = True
+        self.problem = ""
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, bool, str | None]]:
+        preds = " ".join(f"<{p}>" for p in self.vocab.text_predicates)
+        # A page no larger than the row cap, or every page would come back cut and end the loop.
+        page, offset = min(50_000, self.endpoint.limits.max_rows), 0
+        while True:
+            if offset >= REMOTE_LABEL_CAP:
+                self.complete, self.problem = False, f"stopped at {REMOTE_LABEL_CAP} names"
+                return
+            res = self.endpoint.query(
+                f"SELECT ?s ?p ?o WHERE {{ VALUES ?p {{ {preds} }} ?s ?p ?o FILTER(isIRI(?s)) }} "
+                f"LIMIT {page} OFFSET {offset}"  # no ORDER BY: too costly on large endpoints
+            )
+            if not res.ok or res.table is None:
+                self.complete, self.problem = False, res.describe()
+                return
+            for row in res.table.rows:
+                o = row["o"]
+                yield row["s"].value, row["p"].value, o.value, o.kind == "uri", o.lang
+            if len(res.table.rows) < page and not res.table.truncated:
+                return
+            offset += page
+
+
+def _remote_predicates(endpoint: RemoteEndpoint) -> dict[str, int]:
+    """Predicates of a remote graph with their triple counts (empty when the endpoint cannot say)."""
+    res = endpoint.query("SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p")
+    if not res.ok or res.table is None:
+        return {}
+    return {
+        r["p"].value: int(r["n"].value) if r["n"].value.isdigit() else 1 for r in res.table.rows
+    }
+
+
+def open_remote(
+    url: str, settings: Settings, *, progress: ProgressFn | None = None
+) -> KnowledgeGraph:
+    """A SPARQL endpoint over HTTP; its names are indexed once and kept under the sparqlnav home."""
+    endpoint = RemoteEndpoint(
+        url,
+        limits=settings.limits,
+        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers),
+        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
+    )
+    probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")
+    if probe.outcome in (Outcome.UNREACHABLE,):
+        endpoint.close()
+        raise KGError(probe.message)
+    wb = detect_wikibase(
+        (r["p"].value, r["d"].value) for r in (probe.table.rows if probe.table else [])
+    )
+    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+    key = hashlib.sha256(url.encode()).hexdigest()[:20]
+    index_path = settings.home / "remote" / key / "labels.sqlite"
+    partial = index_path.with_name("labels.partial.sqlite")
+    description_note = ""
+    if not LabelIndex.exists(index_path):
+        if progress:
+            progress(f"indexing names of {url}", 0, 1)
+        pages = _NamePages(endpoint, vocab)
+        # An index built from an incomplete read is used for this run only; the next run tries again.
+        target = index_path
+        LabelIndex.build_from_triples(pages, partial, vocab, _remote_predicates(endpoint))
+        if pages.complete:
+            partial.replace(index_path)
+        else:
+            target = partial
+            description_note = f" (names index incomplete: {pages.problem})"
+    else:
+        target = index_path
+    return KnowledgeGraph(
+        name=url,
+        endpoint=endpoint,
+        vocab=vocab,
+        prefixes=PrefixMap.default(wb.prefixes() if wb else {}),
+        names=LabelIndex(target),
+        description=f"SPARQL endpoint {url}" + (description_note if target == partial else ""),
+    )
+
+

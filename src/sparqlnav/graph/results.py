@@ -1,0 +1,240 @@
+"""Typed SPARQL result tables and their renderings for machines, people and LLMs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyoxigraph as ox
+
+from sparqlnav.sparql.prefixes import PrefixMap
+
+TermKind = Literal["uri", "literal", "bnode", "triple"]
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One RDF term as in SPARQL 1.1 JSON results."""
+
+    kind: TermKind
+    value: str
+    datatype: str | None = None
+    lang: str | None = None
+
+    @classmethod
+    def uri(cls, value: str) -> Term:
+        """An IRI term."""
+        return cls("uri", value)
+
+    @classmethod
+    def literal(cls, value: str, datatype: str | None = None, lang: str | None = None) -> Term:
+        """A literal; plain xsd:string is stored without a datatype, as SPARQL JSON does."""
+        if datatype in (XSD + "string", RDF_LANG_STRING):
+            datatype = None
+        return cls("literal", value, datatype, lang)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Term:
+        """Build from a SPARQL JSON binding value."""
+        kind = data.get("type")
+        if kind == "typed-literal":  # SPARQL 1.0-era JSON, still sent by some endpoints
+            kind = "literal"
+        if kind not in ("uri", "literal", "bnode", "triple"):
+            raise ValueError(f"unknown SPARQL JSON term type {kind!r}")
+        if kind == "triple":
+            return cls("triple", json.dumps(data.get("value"), sort_keys=True))
+        return (
+            cls.literal(str(data["value"]), data.get("datatype"), data.get("xml:lang"))
+            if kind == "literal"
+            else cls(kind, str(data["value"]))
+        )
+
+    @classmethod
+    def from_oxigraph(cls, term: Any) -> Term:
+        """Build from a pyoxigraph term."""
+        if isinstance(term, ox.NamedNode):
+            return cls.uri(term.value)
+        if isinstance(term, ox.BlankNode):
+            return cls("bnode", term.value)
+        if isinstance(term, ox.Literal):
+            return cls.literal(term.value, term.datatype.value, term.language)
+        if isinstance(term, ox.Triple):
+            return cls("triple", str(term))
+        raise TypeError(f"not an RDF term: {term!r}")
+
+    def to_json(self) -> dict[str, str]:
+        """SPARQL JSON binding value."""
+        out: dict[str, str] = {"type": self.kind, "value": self.value}
+        if self.datatype:
+            out["datatype"] = self.datatype
+        if self.lang:
+            out["xml:lang"] = self.lang
+        return out
+
+    def n3(self) -> str:
+        """N-Triples-like syntax (used in SPARQL VALUES and prompts)."""
+        if self.kind == "uri":
+            return f"<{self.value}>"
+        if self.kind == "bnode":
+            return f"_:{self.value}"
+        if self.kind == "triple":
+            return self.value
+        text = json.dumps(self.value, ensure_ascii=False)
+        if self.lang:
+            return f"{text}@{self.lang}"
+        if self.datatype:
+            return f"{text}^^<{self.datatype}>"
+        return text
+
+
+Row = dict[str, Term]
+
+
+@dataclass
+class ResultTable:
+    """Rows of bindings (SELECT), triples (CONSTRUCT/DESCRIBE) or a boolean (ASK).
+
+    `truncated` says a cap cut the result; `cap` names which cap and its size, so the cut is never silent.
+    """
+
+    vars: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    boolean: bool | None = None
+    truncated: bool = False
+    cap: str | None = None
+
+    @property
+    def is_boolean(self) -> bool:
+        """True for an ASK result."""
+        return self.boolean is not None
+
+    @property
+    def is_empty(self) -> bool:
+        """No rows (a boolean result is never empty)."""
+        return self.boolean is None and not self.rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, var: str) -> list[Term]:
+        """All bound values of one variable, in row order."""
+        return [row[var] for row in self.rows if var in row]
+
+    def values(self) -> list[Term]:
+        """Every bound value, row-major (for set-based metrics)."""
+        return [row[v] for row in self.rows for v in self.vars if v in row]
+
+    # -- machines -------------------------------------------------------------------------
+    def to_sparql_json(self) -> dict[str, Any]:
+        """SPARQL 1.1 JSON results (with a non-standard `sparqlnav` note when truncated)."""
+        if self.boolean is not None:
+            return {"head": {}, "boolean": self.boolean}
+        out: dict[str, Any] = {
+            "head": {"vars": list(self.vars)},
+            "results": {
+                "bindings": [{k: t.to_json() for k, t in row.items()} for row in self.rows]
+            },
+        }
+        if self.truncated:
+            out["sparqlnav"] = {"truncated": True, "cap": self.cap}
+        return out
+
+    @classmethod
+    def from_sparql_json(cls, data: Mapping[str, Any]) -> ResultTable:
+        """Parse SPARQL 1.1 JSON results."""
+        if "boolean" in data:
+            return cls(boolean=bool(data["boolean"]))
+        head = data.get("head") or {}
+        bindings = (data.get("results") or {}).get("bindings") or []
+        rows = [{k: Term.from_json(v) for k, v in b.items()} for b in bindings]
+        return cls(vars=list(head.get("vars") or []), rows=rows)
+
+    def to_csv(self) -> str:
+        """SPARQL 1.1 CSV results (plain values)."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\r\n")
+        if self.boolean is not None:
+            writer.writerow(["boolean"])
+            writer.writerow(["true" if self.boolean else "false"])
+            return buf.getvalue()
+        writer.writerow(self.vars)
+        for row in self.rows:
+            writer.writerow([row[v].value if v in row else "" for v in self.vars])
+        return buf.getvalue()
+
+    # -- people and LLMs ------------------------------------------------------------------
+    def display_rows(
+        self, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None
+    ) -> list[list[str]]:
+        """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious."""
+        return [[show_term(row.get(v), prefixes, labels) for v in self.vars] for row in self.rows]
+
+    def to_markdown(
+        self,
+        prefixes: PrefixMap | None = None,
+        labels: Mapping[str, str] | None = None,
+        *,
+        head: int = 5,
+        tail: int = 5,
+        max_cell: int = 120,
+    ) -> str:
+        """A compact markdown table for an LLM: first and last rows when long, clipped cells, total stated."""
+        if self.boolean is not None:
+            return f"ASK result: {'true' if self.boolean else 'false'}"
+        if not self.rows:
+            return "The query returned no rows."
+        shown = self.display_rows(prefixes, labels)
+        cells = [[clip(c, max_cell) for c in r] for r in shown]
+        lines = [
+            "| " + " | ".join("?" + v for v in self.vars) + " |",
+            "|" + "---|" * len(self.vars),
+        ]
+        if len(cells) > head + tail:
+            body = [*cells[:head], ["…"] * len(self.vars), *cells[-tail:]]
+        else:
+            body = cells
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
+        total = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
+        if len(cells) > head + tail:
+            total += f" in total; the first {head} and last {tail} are shown"
+        if self.truncated:
+            total += f"; the result was cut at a cap ({self.cap}), more rows exist"
+        lines.append(f"({total}.)")
+        return "\n".join(lines)
+
+
+def clip(text: str, limit: int) -> str:
+    """Shorten text to at most `limit` characters, marking the cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def show_term(
+    term: Term | None, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None
+) -> str:
+    """How a person should see one term: `wd:Q42 (Douglas Adams)`, `"12"^^xsd:integer` shown as `12`."""
+    if term is None:
+        return ""
+    if term.kind == "uri":
+        short = prefixes.compact(term.value) if prefixes else f"<{term.value}>"
+        label = labels.get(term.value) if labels else None
+        return f"{short} ({label})" if label else short
+    if term.kind == "literal":
+        if term.lang:
+            return f"{term.value} @{term.lang}"
+        if term.datatype and not term.datatype.startswith(XSD):
+            dt = prefixes.compact(term.datatype) if prefixes else f"<{term.datatype}>"
+            return f"{term.value} ^^{dt}"
+        return term.value
+    return f"_:{term.value}" if term.kind == "bnode" else term.value
+
+
+def table_from_rows(vars: Iterable[str], rows: Iterable[Mapping[str, Term]]) -> ResultTable:
+    """Build a table from plain mappings."""
+    return ResultTable(vars=list(vars), rows=[dict(r) for r in rows])

@@ -1,0 +1,400 @@
+"""Local RDF files as a persistent Oxigraph store, queried through a managed `oxigraph serve-read-only` process.
+
+Why a process and not in-process pyoxigraph: a query inside pyoxigraph cannot be interrupted, and
+Oxigraph's own server timeout does not stop every query (a COUNT over a cross product runs on). A
+separate process can always be killed, so a time limit is real; the process is restarted on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pyoxigraph as ox
+
+from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
+
+FORMATS: dict[str, ox.RdfFormat] = {
+    ".ttl": ox.RdfFormat.TURTLE,
+    ".turtle": ox.RdfFormat.TURTLE,
+    ".nt": ox.RdfFormat.N_TRIPLES,
+    ".ntriples": ox.RdfFormat.N_TRIPLES,
+    ".nq": ox.RdfFormat.N_QUADS,
+    ".trig": ox.RdfFormat.TRIG,
+    ".n3": ox.RdfFormat.N3,
+    ".rdf": ox.RdfFormat.RDF_XML,
+    ".owl": ox.RdfFormat.RDF_XML,
+    ".xml": ox.RdfFormat.RDF_XML,
+    ".jsonld": ox.RdfFormat.JSON_LD,
+    ".json-ld": ox.RdfFormat.JSON_LD,
+}
+STORE_FORMAT_VERSION = "1"  # bump when the on-disk layout changes, so old stores are rebuilt
+
+ProgressFn = Callable[[str, int, int], None]  # (message, done, total)
+
+
+class LoadError(Exception):
+    """A file could not be loaded; the message names the file and the parser's complaint."""
+
+
+def rdf_files(path: Path) -> list[Path]:
+    """The RDF files of a file or folder (recursively), sorted; error when none."""
+    if not path.exists():
+        raise LoadError(f"no such file or folder: {path}")
+    if path.is_file():
+        if path.suffix.lower() not in FORMATS:
+            raise LoadError(f"{path}: unknown RDF format (known: {', '.join(sorted(FORMATS))})")
+        return [path]
+    found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS)
+    if not found:
+        raise LoadError(
+            f"{path}: no RDF files found (known extensions: {', '.join(sorted(FORMATS))})"
+        )
+    return found
+
+
+def store_key(files: Iterable[Path]) -> str:
+    """A key that changes when any file's path, size or modification time changes."""
+    h = hashlib.sha256(STORE_FORMAT_VERSION.encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """A built store on disk and what went into it."""
+
+    path: Path
+    files: tuple[str, ...]
+    triples: int
+
+    @property
+    def data_dir(self) -> Path:
+        """The Oxigraph database folder."""
+        return self.path / "oxigraph"
+
+
+def ensure_store(
+    files: list[Path], stores_dir: Path, progress: ProgressFn | None = None
+) -> StoreInfo:
+    """Load files into a store under `stores_dir` unless an up-to-date one exists; atomic and crash-safe."""
+    final = stores_dir / store_key(files)
+    meta_path = final / "meta.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return StoreInfo(final, tuple(meta["files"]), int(meta["triples"]))
+    stores_dir.mkdir(parents=True, exist_ok=True)
+    tmp = stores_dir / f".build-{final.name}-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        store = ox.Store(str(tmp / "oxigraph"))
+        for i, f in enumerate(files):
+            if progress:
+                progress(f"loading {f.name}", i, len(files))
+            try:
+                store.bulk_load(
+                    path=str(f), format=FORMATS[f.suffix.lower()], base_iri=f.resolve().as_uri()
+                )
+            except SyntaxError as exc:
+                raise LoadError(f"cannot load {f}: {exc}") from None
+        triples = len(store)
+        store.flush()
+        del store  # closes RocksDB before the folder moves
+        if progress:
+            progress("loaded", len(files), len(files))
+        info = {
+            "files": [str(f.resolve()) for f in files],
+            "triples": triples,
+            "created": time.time(),
+        }
+        (tmp / "meta.json").write_text(json.dumps(info, indent=1))
+        try:
+            tmp.rename(final)
+        except OSError:
+            # Another process finished the same store first; use theirs.
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    meta = json.loads(meta_path.read_text())
+    return StoreInfo(final, tuple(meta["files"]), int(meta["triples"]))
+
+
+def oxigraph_binary() -> str:
+    """Path of the `oxigraph` CLI installed with the `oxigraph` package."""
+    beside = Path(sys.executable).parent / "oxigraph"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("oxigraph")
+    if not found:
+        raise RuntimeError("the `oxigraph` command is missing: pip install oxigraph")
+    return found
+
+
+def _die_with_parent() -> None:
+    # Linux: the server gets SIGKILL if the Python process dies, so no orphan keeps the port.
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class _Spawner:
+    """Starts child processes from one long-lived thread.
+
+    Linux sends the parent-death signal when the *thread* that forked the child exits, so a server
+    started from a short-lived worker thread would die with it; this thread lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[bytes]]]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """`subprocess.Popen(cmd, **kwargs)`, forked from the spawner thread."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="sparqlnav-spawner", daemon=True)
+                self._thread.start()
+        done: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((cmd, kwargs, done))
+        return done.result()
+
+    def _loop(self) -> None:
+        linux = sys.platform.startswith("linux")
+        while True:
+            cmd, kwargs, done = self._requests.get()
+            try:
+                done.set_result(subprocess.Popen(cmd, preexec_fn=_die_with_parent if linux else None, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+                done.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OxigraphServer:
+    """One `oxigraph serve-read-only` process on 127.0.0.1, started on demand and killed on timeouts."""
+
+    def __init__(
+        self, data_dir: Path, *, server_timeout_s: float = 3600.0, startup_s: float = 20.0
+    ) -> None:
+        self.data_dir = data_dir
+        self.server_timeout_s = server_timeout_s
+        self.startup_s = startup_s
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self.generation = 0  # bumped at each start
+
+    @property
+    def url(self) -> str:
+        """The SPARQL query URL (valid once started)."""
+        return f"http://127.0.0.1:{self.port}/query"
+
+    def ensure_running(self) -> str:
+        """Start the process if it is not running; return its query URL."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return self.url
+            self._start()
+            return self.url
+
+    def _start(self) -> None:
+        last_error = ""
+        for attempt in range(3):
+            # Keep the port across restarts when it is still free, so clients keep their URL.
+            if attempt > 0 or not self.port:
+                self.port = _free_port()
+            cmd = [
+                oxigraph_binary(),
+                "serve-read-only",
+                "--location",
+                str(self.data_dir),
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--union-default-graph",
+                "--timeout-s",
+                str(max(1, int(self.server_timeout_s))),
+            ]
+            # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
+            self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
+            self._proc = _SPAWNER.popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log
+            )
+            deadline = time.monotonic() + self.startup_s
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    self._log.seek(0)
+                    last_error = self._log.read(2000).decode(errors="replace")
+                    break
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+                ):
+                    self.generation += 1
+                    return
+                time.sleep(0.02)
+            self._kill()
+        raise RuntimeError(f"the local Oxigraph server did not start: {last_error.strip()[:300]}")
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._proc = None
+
+    def restart(self, generation: int | None = None) -> None:
+        """Kill the process (stopping whatever it was computing); the next query starts a new one.
+
+        With `generation`, only if the process is still that one: threads that saw the same failure
+        then cause one restart, not one each.
+        """
+        with self._lock:
+            if generation is not None and generation != self.generation:
+                return
+            self._kill()
+            self.restarts += 1
+
+    def stop(self) -> None:
+        """Stop the process for good."""
+        with self._lock:
+            self._kill()
+
+
+class LocalGraph:
+    """RDF files served by a private Oxigraph process; every query is time-limited for real."""
+
+    def __init__(
+        self,
+        info: StoreInfo,
+        *,
+        name: str,
+        limits: Limits | None = None,
+        allowed_services: Iterable[str] = (),
+        http: HttpOptions | None = None,
+    ) -> None:
+        self.info = info
+        self.name = name
+        self.limits = limits or Limits()
+        self._server = OxigraphServer(
+            info.data_dir, server_timeout_s=max(self.limits.timeout_s, 1.0) + 1
+        )
+        self._allowed = list(allowed_services)
+        self._http = http
+        self._remote: RemoteEndpoint | None = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        """The local server's SPARQL URL (starts the server)."""
+        return self._endpoint().url
+
+    @property
+    def server(self) -> OxigraphServer:
+        """The managed server process."""
+        return self._server
+
+    def _endpoint(self) -> RemoteEndpoint:
+        url = self._server.ensure_running()
+        with self._client_lock:  # threads share one client; swap it only once per server restart
+            return self._client_for(url)
+
+    def _client_for(self, url: str) -> RemoteEndpoint:
+        if self._remote is None or self._remote.url != url:
+            if self._remote is not None:
+                self._remote.close()
+            # No retries: a local server that is busy or gone is restarted here, not waited for.
+            http = self._http or HttpOptions(retries=0)
+            self._remote = RemoteEndpoint(
+                url, name=self.name, limits=self.limits, http=http, allowed_services=self._allowed
+            )
+        return self._remote
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Run one query; on timeout the server process is killed so the work really stops."""
+        given = timeout_s if timeout_s is not None else self.limits.timeout_s
+        deadline = time.monotonic() + given
+        for attempt in range(5):
+            endpoint = self._endpoint()
+            generation = self._server.generation
+            # A retry gets what is left of the time limit, not a fresh one.
+            limit = given if attempt == 0 else max(0.1, deadline - time.monotonic())
+            result = endpoint.query(sparql, timeout_s=limit)
+            if result.outcome is Outcome.TIMEOUT:
+                self._server.restart(generation)
+                result.message = f"the query did not finish within {given:g} s"
+            if result.outcome is not Outcome.UNREACHABLE or time.monotonic() >= deadline:
+                break
+            # The process died under us (killed for another thread's timeout, or crashed): restart and retry.
+            self._server.restart(generation)
+        if result.outcome is Outcome.UNREACHABLE and time.monotonic() >= deadline:
+            # Its time ran out while the engine was being restarted: for the caller that is a timeout.
+            result = QueryResult(
+                sparql, Outcome.TIMEOUT, message=f"the query did not finish within {given:g} s", endpoint=self.name
+            )
+        return result
+
+    def close(self) -> None:
+        """Stop the server process."""
+        if self._remote is not None:
+            self._remote.close()
+        self._server.stop()
+
+    def __enter__(self) -> LocalGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open_store(self) -> ox.Store:
+        """A read-only pyoxigraph handle on the same data (for bulk reads such as building indexes)."""
+        return ox.Store.read_only(str(self.info.data_dir))
+
+
+def health(url: str) -> bool:
+    """True when a SPARQL endpoint answers a trivial ASK."""
+    try:
+        r = httpx.get(
+            url,
+            params={"query": "ASK {}"},
+            headers={"Accept": "application/sparql-results+json"},
+            timeout=5,
+        )
+    except httpx.HTTPError:
+        return False
+    return r.status_code == 200

@@ -1,0 +1,296 @@
+"""What a question asks for, read from its words alone: the answer type (who → a person, when → a date,
+how many → a count, yes/no → a boolean), superlatives ("the heaviest"), comparisons ("more than 5"),
+year conditions ("discovered in 1898") and aggregates. Used by the lexical strategy; no LLM, no graph."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sparqlnav.graph.results import XSD
+from sparqlnav.question.linking import Token, is_stopword, word_set
+
+AnswerType = Literal["count", "boolean", "person", "date", "place", "number", "thing"]
+
+PERSON_WORDS = word_set(
+    """
+    person people human employee manager agent author writer actor actress scientist chemist
+    physicist politician artist individual staff member user customer player character director
+    researcher professor student engineer worker inventor discoverer
+    """
+)
+DATE_TYPES = frozenset(
+    XSD + t for t in ("date", "dateTime", "gYear", "gYearMonth", "dateTimeStamp")
+)
+BOOLEAN_STARTERS = word_set(
+    """
+    is are was were does do did has have had can could will would should
+    """
+)
+
+# Superlative words: direction and the attribute words they usually refer to.
+SUPERLATIVES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cheapest": ("ASC", ("price", "cost")),
+    "costliest": ("DESC", ("price", "cost")),
+    "highest": ("DESC", ("height",)),
+    "lowest": ("ASC", ("height",)),
+    "largest": ("DESC", ("size", "area", "population", "volume")),
+    "biggest": ("DESC", ("size", "area", "population", "volume")),
+    "smallest": ("ASC", ("size", "area", "population", "volume")),
+    "heaviest": ("DESC", ("weight", "mass")),
+    "lightest": ("ASC", ("weight", "mass")),
+    "longest": ("DESC", ("length", "duration")),
+    "shortest": ("ASC", ("length", "duration")),
+    "tallest": ("DESC", ("height",)),
+    "oldest": ("ASC", ("birth", "inception", "date", "founded")),
+    "youngest": ("DESC", ("birth", "inception", "date")),
+    "earliest": ("ASC", ("date", "time", "year")),
+    "latest": ("DESC", ("date", "time", "year")),
+    "newest": ("DESC", ("date", "time", "year", "inception")),
+    "fastest": ("DESC", ("speed",)),
+    "slowest": ("ASC", ("speed",)),
+    "greatest": ("DESC", ()),
+    "maximum": ("DESC", ()),
+    "max": ("DESC", ()),
+    "minimum": ("ASC", ()),
+    "min": ("ASC", ()),
+    "top": ("DESC", ()),
+}
+COMPARATORS: dict[str, str] = {
+    "more than": ">",
+    "greater than": ">",
+    "higher than": ">",
+    "larger than": ">",
+    "bigger than": ">",
+    "over": ">",
+    "above": ">",
+    "exceeding": ">",
+    "at least": ">=",
+    "less than": "<",
+    "fewer than": "<",
+    "lower than": "<",
+    "smaller than": "<",
+    "below": "<",
+    "under": "<",
+    "at most": "<=",
+}
+# "discovered in 1898": a condition on the year of a date
+YEAR_WORDS: dict[str, str] = {
+    "in": "year=",
+    "during": "year=",
+    "before": "year<",
+    "after": "year>",
+    "since": "year>=",
+}
+NUMBER = re.compile(r"^-?\d+(?:[.,]\d+)?$")
+
+
+
+
+@dataclass(frozen=True)
+class Superlative:
+    """An ordering the question asks for ("cheapest", "most expensive", "most common")."""
+
+    direction: str
+    hints: tuple[str, ...]
+    positions: frozenset[int]
+    counting: bool  # "most products", "most common": order by how often, not by a value
+    limit: int = 1
+    common: bool = False  # "the most common X": X is the value counted across subjects
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A numeric condition ("more than 10", "between 3 and 7")."""
+
+    op: str
+    value: float
+    positions: frozenset[int]
+    hint_positions: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What kind of answer the question wants and which modifiers it asks for."""
+
+    answer: AnswerType
+    positions: frozenset[int]  # tokens the analysis itself explains ("how many", "cheapest")
+    superlative: Superlative | None = None
+    comparisons: tuple[Comparison, ...] = ()
+    plural: bool = False
+    focus: tuple[int, ...] = ()  # the noun the answer is ("which *elements*", "what *products*")
+    aggregate: str | None = None  # AVG, SUM, MIN or MAX of a value ("what is the average speed …")
+    aggregate_positions: frozenset[int] = frozenset()
+
+
+def analyse(tokens: Sequence[Token]) -> Intent:
+    """The answer type and modifiers of a question, from its words alone."""
+    words = [t.lower for t in tokens]
+    used: set[int] = set()
+    answer: AnswerType = "thing"
+    for i, w in enumerate(words[:-1]):
+        if w == "how" and words[i + 1] == "many":
+            answer = "count"
+            used |= {i, i + 1}
+        elif w == "how" and words[i + 1] == "much":
+            answer = "number"
+            used |= {i, i + 1}
+        elif (
+            w == "number"
+            and i > 0
+            and words[i - 1] == "the"
+            and i + 1 < len(words)
+            and words[i + 1] == "of"
+        ):
+            answer = "count"
+            used.add(i)
+    if answer == "thing":
+        first = words[0] if words else ""
+        if first in BOOLEAN_STARTERS:
+            answer = "boolean"
+        elif "who" in words[:3] or "whom" in words[:3]:
+            answer = "person"
+        elif "when" in words[:3] or any(
+            words[i] in ("what", "which") and words[i + 1] in ("year", "date", "day", "time")
+            for i in range(min(3, len(words) - 1))
+        ):
+            answer = "date"
+            used |= {i for i, w in enumerate(words[:4]) if w in ("year", "date", "day", "time")}
+        elif "where" in words[:3]:
+            answer = "place"
+    superlative = _superlative(words)
+    if superlative:
+        used |= superlative.positions
+    comparisons = _comparisons(tokens)
+    for c in comparisons:
+        used |= c.positions
+    plural = any(w.endswith("s") and not w.endswith("ss") for w in words[1:3]) or answer == "count"
+    focus: list[int] = []
+    starts = [i for i, w in enumerate(words[:3]) if w in ("which", "what")]
+    if starts and answer not in ("count", "boolean"):
+        j = starts[0] + 1
+        while j < len(words) and not is_stopword(words[j]) and len(focus) < 3:
+            focus.append(j)
+            j += 1
+    aggregate, agg_positions = _aggregate(words, superlative)
+    if aggregate:
+        used |= agg_positions
+        answer = "number" if answer == "thing" else answer
+    return Intent(
+        answer,
+        frozenset(used),
+        superlative,
+        tuple(comparisons),
+        plural,
+        tuple(focus),
+        aggregate,
+        agg_positions,
+    )
+
+
+def _aggregate(
+    words: Sequence[str], superlative: Superlative | None
+) -> tuple[str | None, frozenset[int]]:
+    """AVG/SUM anywhere; MIN/MAX when the question asks for the value itself ("what is the maximum …")."""
+    for i, w in enumerate(words):
+        if w in ("average", "mean", "avg"):
+            return "AVG", frozenset({i})
+        if w in ("sum", "total"):
+            return "SUM", frozenset({i})
+    asks_value = (
+        len(words) > 2 and words[0] in ("what", "whats") and words[1] in ("is", "was", "s", "are")
+    )
+    if asks_value and superlative and not superlative.counting:
+        first = min(superlative.positions)
+        nxt = words[first + 1] if first + 1 < len(words) else ""
+        # "the maximum constitution", "the highest value": a value; "the most expensive service": a thing
+        value_word = words[first] in ("maximum", "minimum", "max", "min") or nxt in (
+            "value",
+            "values",
+            "number",
+            "amount",
+            "level",
+        )
+        if value_word and all(
+            w in ("what", "whats", "is", "was", "s", "are", "the") for w in words[:first]
+        ):
+            return ("MAX" if superlative.direction == "DESC" else "MIN"), superlative.positions
+    return None, frozenset()
+
+
+def _superlative(words: Sequence[str]) -> Superlative | None:
+    limit = 1
+    for i, w in enumerate(words):
+        if w in ("top", "first") and i + 1 < len(words) and words[i + 1].isdigit():
+            limit = max(1, min(100, int(words[i + 1])))
+        m = re.fullmatch(r"top-?(\d+)", w)
+        if m:
+            limit = max(1, min(100, int(m.group(1))))
+    for i, w in enumerate(words):
+        nxt = [j for j in range(i + 1, min(i + 4, len(words))) if not is_stopword(words[j])]
+        if w in ("most", "least", "fewest"):
+            direction = "ASC" if w in ("least", "fewest") else "DESC"
+            if not nxt:
+                continue
+            j = nxt[0]
+            counting = words[j] in ("common", "popular", "frequent", "often", "used") or (
+                words[j].endswith("s") and not words[j].endswith("ss") and j == i + 1
+            )
+            hints: tuple[str, ...] = (words[j],) if not counting else ()
+            positions = frozenset({i, j} if hints or counting else {i})
+            common = words[j] in ("common", "popular", "frequent", "often", "used")
+            return Superlative(direction, hints, positions, counting, limit, common)
+        if w in SUPERLATIVES or (
+            w.endswith("est")
+            and len(w) > 5
+            and w not in ("interest", "request", "forest", "contest", "suggest", "latest")
+            and not is_stopword(w)
+        ):
+            spec: tuple[str, tuple[str, ...]] = SUPERLATIVES.get(w, ("DESC", (w[:-3],)))
+            direction, hints = spec
+            if w == "top" and limit == 1:
+                continue
+            extra = tuple(words[j] for j in nxt[:1])
+            return Superlative(direction, hints + extra, frozenset({i}), False, limit)
+    return None
+
+
+def _comparisons(tokens: Sequence[Token]) -> list[Comparison]:
+    words = [t.lower for t in tokens]
+    out: list[Comparison] = []
+    for i in range(len(words)):
+        if (
+            words[i] == "between"
+            and i + 3 < len(words)
+            and NUMBER.match(words[i + 1])
+            and words[i + 2] == "and"
+            and NUMBER.match(words[i + 3])
+        ):
+            low, high = float(words[i + 1].replace(",", ".")), float(words[i + 3].replace(",", "."))
+            pos = frozenset(range(i, i + 4))
+            hint = frozenset(range(max(0, i - 3), i))
+            out += [Comparison(">=", low, pos, hint), Comparison("<=", high, pos, hint)]
+            continue
+        if (
+            words[i] in YEAR_WORDS
+            and i + 1 < len(words)
+            and re.fullmatch(r"1\d{3}|20\d{2}", words[i + 1])
+        ):
+            pos = frozenset({i, i + 1})
+            hint = frozenset(range(max(0, i - 3), i))
+            out.append(Comparison(YEAR_WORDS[words[i]], float(words[i + 1]), pos, hint))
+            continue
+        for phrase, op in COMPARATORS.items():
+            parts = phrase.split()
+            n = len(parts)
+            if words[i : i + n] == parts and i + n < len(words) and NUMBER.match(words[i + n]):
+                value = float(words[i + n].replace(",", "."))
+                pos = frozenset(range(i, i + n + 1))
+                hint = frozenset(range(max(0, i - 3), i)) | frozenset(
+                    range(i + n + 1, min(len(words), i + n + 3))
+                )
+                out.append(Comparison(op, value, pos, hint))
+                break
+    return out

@@ -1,0 +1,1 @@
+"""Retrieval over a KG's metadata: example queries, class shapes, embedders and the index."""

@@ -1,0 +1,418 @@
+"""Lookup tools over a knowledge graph: search names, read an entity's edges (with statement qualifiers),
+show real examples of a property, and list the relations around an entity."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparqlnav.graph.endpoint import Outcome
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.names import STRONG_SCORE, Hit
+from sparqlnav.graph.results import Term, clip, show_term
+
+DEFAULT_ENTITIES = 8
+DEFAULT_PROPERTIES = 4
+EDGE_LIMIT = 2000
+_IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
+
+
+class LookupFailed(Exception):
+    """A lookup that cannot be done (unknown identifier, engine failure); one-line message."""
+
+
+@dataclass
+class SearchResult:
+    """Entities and properties matching a text, reported separately."""
+
+    query: str
+    entities: list[Hit]
+    properties: list[Hit]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "query": self.query,
+            "entities": [asdict(h) for h in self.entities],
+            "properties": [asdict(h) for h in self.properties],
+        }
+
+    def to_text(self, kg: KnowledgeGraph) -> str:
+        """Readable lines for a person or an LLM."""
+        lines = [f"Entities matching {self.query!r}:"]
+        lines += [_hit_line(h, kg) for h in self.entities] or ["  (none)"]
+        lines.append(f"Properties matching {self.query!r}:")
+        lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
+        return "\n".join(lines)
+
+
+def _hit_line(h: Hit, kg: KnowledgeGraph) -> str:
+    desc = f" — {clip(h.description, 100)}" if h.description else ""
+    via = f" [matched {h.field} {h.matched!r}]" if h.matched != h.label else ""
+    return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{desc}{via}"
+
+
+def search(
+    kg: KnowledgeGraph,
+    text: str,
+    *,
+    entities: int = DEFAULT_ENTITIES,
+    properties: int = DEFAULT_PROPERTIES,
+) -> SearchResult:
+    """Entities (and classes) and properties whose names match `text`."""
+    # One ranked pass over every kind (a second pass per kind would repeat the typo-tolerant search).
+    hits = kg.names.search(text, limit=max(50, entities + properties))
+    ents = [h for h in hits if h.kind in ("entity", "class")][:entities]
+    props = [h for h in hits if h.kind == "property"][:properties]
+    return SearchResult(text, ents, props)
+
+
+def resolve(kg: KnowledgeGraph, ident: str) -> str:
+    """Turn `<iri>`, `prefix:local`, a Wikibase id (Q42/P31) or a full IRI into an IRI."""
+    ident = ident.strip()
+    wb = kg.vocab.wikibase
+    if wb and re.fullmatch(r"[QPL]\d+", ident):
+        return wb.entity_iri(ident)
+    iri = kg.prefixes.expand(ident)
+    if iri is not None:
+        if not _IRI_OK.match(iri):
+            # It goes into queries as <iri>: anything else could change the query's meaning.
+            raise LookupFailed(f"{ident!r} is not a valid IRI")
+        return iri
+    raise LookupFailed(
+        f"cannot resolve {ident!r}: give an IRI, a prefixed name with a known prefix, or a Q/P id"
+    )
+
+
+def resolve_or_search(kg: KnowledgeGraph, ident: str) -> str:
+    """Like `resolve`, but a plain name is looked up and its best match used, when the match is good."""
+    return resolve_name(kg, ident)[0]
+
+
+def resolve_name(kg: KnowledgeGraph, ident: str) -> tuple[str, Hit | None]:
+    """Like `resolve_or_search`, also returning the search hit when a name was looked up (so callers can say so)."""
+    try:
+        return resolve(kg, ident), None
+    except LookupFailed:
+        hits = kg.names.search(ident, limit=1)
+        if not hits or hits[0].score < STRONG_SCORE:
+            near = f" (closest: {hits[0].label!r}, {kg.prefixes.compact(hits[0].iri)})" if hits else ""
+            raise LookupFailed(f"nothing in {kg.name} is called {ident!r}{near}") from None
+        return hits[0].iri, hits[0]
+
+
+def property_iri(kg: KnowledgeGraph, iri: str) -> str:
+    """The predicate to use in triple patterns: a Wikibase property entity becomes its direct claim."""
+    wb = kg.vocab.wikibase
+    if wb:
+        pid = wb.property_id(iri)
+        if pid and iri == wb.entity_iri(pid):
+            return wb.direct_iri(pid)
+    return iri
+
+
+@dataclass
+class Qualifier:
+    """A qualifier of a statement value."""
+
+    property: str
+    property_label: str | None
+    value: Term
+    value_label: str | None
+
+
+@dataclass
+class Value:
+    """One value of a property, with its statement's qualifiers when the KG has statements."""
+
+    term: Term
+    label: str | None = None
+    qualifiers: list[Qualifier] = field(default_factory=list)
+
+
+@dataclass
+class Edge:
+    """All values of one property of an entity."""
+
+    property: str
+    label: str | None
+    values: list[Value]
+
+
+@dataclass
+class EntityPage:
+    """An entity's outgoing edges, grouped by property."""
+
+    iri: str
+    label: str | None
+    description: str | None
+    edges: list[Edge]
+    truncated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data with SPARQL-JSON terms."""
+        return {
+            "iri": self.iri,
+            "label": self.label,
+            "description": self.description,
+            "truncated": self.truncated,
+            "edges": [
+                {
+                    "property": e.property,
+                    "label": e.label,
+                    "values": [
+                        {
+                            "value": v.term.to_json(),
+                            "label": v.label,
+                            "qualifiers": [
+                                {
+                                    "property": q.property,
+                                    "label": q.property_label,
+                                    "value": q.value.to_json(),
+                                    "value_label": q.value_label,
+                                }
+                                for q in v.qualifiers
+                            ],
+                        }
+                        for v in e.values
+                    ],
+                }
+                for e in self.edges
+            ],
+        }
+
+    def to_text(self, kg: KnowledgeGraph, *, max_values: int = 20) -> str:
+        """An indented outline, values clipped per property."""
+        p = kg.prefixes
+        head = p.compact(self.iri) + (f" ({self.label})" if self.label else "")
+        lines = [head + (f": {self.description}" if self.description else "")]
+        for e in self.edges:
+            lines.append(f"  {p.compact(e.property)}" + (f" ({e.label})" if e.label else "") + ":")
+            for v in e.values[:max_values]:
+                lines.append(
+                    "    "
+                    + clip(show_term(v.term, p, {v.term.value: v.label} if v.label else None), 200)
+                )
+                for q in v.qualifiers:
+                    ql = f" ({q.property_label})" if q.property_label else ""
+                    qv = show_term(
+                        q.value, p, {q.value.value: q.value_label} if q.value_label else None
+                    )
+                    lines.append(f"      └ {p.compact(q.property)}{ql}: {clip(qv, 150)}")
+            if len(e.values) > max_values:
+                lines.append(f"    … and {len(e.values) - max_values} more")
+        if self.truncated:
+            lines.append(f"  (only the first {EDGE_LIMIT} edges are shown)")
+        if not self.edges:
+            lines.append("  (no outgoing edges)")
+        return "\n".join(lines)
+
+
+def _run(kg: KnowledgeGraph, sparql: str) -> tuple[list[dict[str, Term]], bool]:
+    """Rows of a lookup query, and whether a cap cut them."""
+    res = kg.endpoint.query(sparql)
+    if res.outcome not in (Outcome.OK, Outcome.EMPTY):
+        raise LookupFailed(f"{res.outcome.value}: {res.message}")
+    return (res.table.rows, res.table.truncated) if res.table else ([], False)
+
+
+def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
+    """Outgoing edges of an entity grouped by property; Wikibase statements carry their qualifiers."""
+    rows, cut = _run(kg, f"SELECT ?p ?o WHERE {{ <{iri}> ?p ?o }} LIMIT {EDGE_LIMIT + 1}")
+    truncated = cut or len(rows) > EDGE_LIMIT
+    rows = rows[:EDGE_LIMIT]
+    wb = kg.vocab.wikibase
+    label: str | None = None
+    description: str | None = None
+    grouped: dict[str, list[Value]] = {}
+    label_preds, desc_preds = set(kg.vocab.labels), set(kg.vocab.descriptions)
+    for row in rows:
+        p, o = row["p"].value, row["o"]
+        if p in label_preds and o.kind == "literal" and (label is None or o.lang in ("en", None)):
+            label = o.value
+        if (
+            p in desc_preds
+            and o.kind == "literal"
+            and (description is None or o.lang in ("en", None))
+        ):
+            description = o.value
+        if (
+            wb
+            and p.startswith(wb.claim)
+            and not p.startswith((wb.direct, wb.statement, wb.qualifier))
+        ):
+            continue  # statement nodes are shown as qualifiers under the direct values below
+        if o.kind == "literal" and o.lang and o.lang not in kg.vocab.languages:
+            continue
+        grouped.setdefault(p, []).append(Value(o))
+    if wb:
+        truncated = _attach_qualifiers(kg, iri, grouped) or truncated
+    iris = {
+        iri,
+        *grouped,
+        *(v.term.value for vs in grouped.values() for v in vs if v.term.kind == "uri"),
+    }
+    iris |= {q.property for vs in grouped.values() for v in vs for q in v.qualifiers}
+    iris |= {
+        q.value.value
+        for vs in grouped.values()
+        for v in vs
+        for q in v.qualifiers
+        if q.value.kind == "uri"
+    }
+    labels = _labels(kg, iris)
+    edges: list[Edge] = []
+    for p, values in grouped.items():
+        for v in values:
+            v.label = labels.get(v.term.value) if v.term.kind == "uri" else None
+            for q in v.qualifiers:
+                q.property_label = labels.get(q.property)
+                q.value_label = labels.get(q.value.value) if q.value.kind == "uri" else None
+        edges.append(Edge(p, labels.get(p), values))
+    edges.sort(
+        key=lambda e: (e.property not in label_preds | desc_preds, kg.prefixes.compact(e.property))
+    )
+    return EntityPage(iri, label or labels.get(iri), description, edges, truncated)
+
+
+def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Value]]) -> bool:
+    """Add statement qualifiers (and non-best-rank values); True when the statements were cut short."""
+    wb = kg.vocab.wikibase
+    assert wb is not None
+    rows, cut = _run(
+        kg,
+        f"SELECT ?claim ?st ?v ?q ?qv WHERE {{ <{iri}> ?claim ?st . ?st ?ps ?v . "
+        f'FILTER(STRSTARTS(STR(?ps), "{wb.statement}")) '
+        f'OPTIONAL {{ ?st ?q ?qv . FILTER(STRSTARTS(STR(?q), "{wb.qualifier}")) }} }} LIMIT {EDGE_LIMIT * 4}',
+    )
+    by_value: dict[tuple[str, Term], dict[str, list[Qualifier]]] = {}
+    for row in rows:
+        pid = wb.property_id(row["claim"].value)
+        if not pid:
+            continue
+        quals = by_value.setdefault((wb.direct_iri(pid), row["v"]), {})
+        bucket = quals.setdefault(row["st"].value, [])
+        if "q" in row and "qv" in row:
+            bucket.append(Qualifier(row["q"].value, None, row["qv"], None))
+    for (direct, value), statements in by_value.items():
+        values = grouped.setdefault(direct, [])
+        match = next((v for v in values if v.term == value), None)
+        if (
+            match is None
+        ):  # a non-best-rank statement: shown too, it may be what the question is about
+            match = Value(value)
+            values.append(match)
+        for statement_quals in statements.values():
+            match.qualifiers.extend(statement_quals)
+    return cut or len(rows) >= EDGE_LIMIT * 4
+
+
+def _labels(kg: KnowledgeGraph, iris: Iterable[str]) -> dict[str, str]:
+    iris = list(iris)
+    labels = dict(kg.names.labels_of(iris))
+    wb = kg.vocab.wikibase
+    if wb:
+        # wdt:/ps:/pq: forms take the label of their property entity.
+        # (their own index entries, if any, only carry a local name such as "P31").
+        forms = {i: wb.property_id(i) for i in iris}
+        ents = {i: wb.entity_iri(pid) for i, pid in forms.items() if pid and i != wb.entity_iri(pid)}
+        found = kg.names.labels_of(ents.values())
+        labels.update({i: found[e] for i, e in ents.items() if e in found})
+    return labels
+
+
+@dataclass
+class PropertyExamples:
+    """A few real subject–object pairs of a property."""
+
+    property: str
+    label: str | None
+    pairs: list[tuple[Term, Term]]
+    labels: dict[str, str]
+
+    def to_text(self, kg: KnowledgeGraph) -> str:
+        """One pair a line."""
+        p = kg.prefixes
+        head = (
+            f"Examples of {p.compact(self.property)}"
+            + (f" ({self.label})" if self.label else "")
+            + ":"
+        )
+        if not self.pairs:
+            return head + "\n  (no triples use this property)"
+        return "\n".join(
+            [head]
+            + [
+                f"  {show_term(s, p, self.labels)} → {clip(show_term(o, p, self.labels), 150)}"
+                for s, o in self.pairs
+            ]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data."""
+        return {
+            "property": self.property,
+            "label": self.label,
+            "examples": [{"subject": s.to_json(), "object": o.to_json()} for s, o in self.pairs],
+            "labels": self.labels,
+        }
+
+
+def property_examples(kg: KnowledgeGraph, prop: str, *, limit: int = 5) -> PropertyExamples:
+    """Up to `limit` subject–object pairs that use a property (Wikibase property entities via their direct claim)."""
+    pred = property_iri(kg, prop)
+    rows, _ = _run(kg, f"SELECT ?s ?o WHERE {{ ?s <{pred}> ?o }} LIMIT {limit}")
+    pairs = [(r["s"], r["o"]) for r in rows if "s" in r and "o" in r]
+    labels = _labels(
+        kg, [pred, prop, *(t.value for pair in pairs for t in pair if t.kind == "uri")]
+    )
+    return PropertyExamples(pred, labels.get(prop) or labels.get(pred), pairs, labels)
+
+
+@dataclass
+class Relations:
+    """Properties around an entity: outgoing and incoming, with how many triples use each."""
+
+    iri: str
+    outgoing: list[tuple[str, int]]
+    incoming: list[tuple[str, int]]
+    labels: dict[str, str]
+
+    def to_text(self, kg: KnowledgeGraph) -> str:
+        """Two lists."""
+        p = kg.prefixes
+
+        def fmt(items: list[tuple[str, int]]) -> list[str]:
+            return [
+                f"  {p.compact(i)}"
+                + (f" ({self.labels[i]})" if i in self.labels else "")
+                + f" ×{n}"
+                for i, n in items
+            ] or ["  (none)"]
+
+        return "\n".join(
+            [
+                f"Outgoing from {p.compact(self.iri)}:",
+                *fmt(self.outgoing),
+                "Incoming:",
+                *fmt(self.incoming),
+            ]
+        )
+
+
+def relations(kg: KnowledgeGraph, iri: str) -> Relations:
+    """Forward and backward properties of an entity."""
+    out_rows, _ = _run(
+        kg,
+        f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ <{iri}> ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
+    )
+    in_rows, _ = _run(
+        kg,
+        f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p <{iri}> }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
+    )
+    outgoing = [(r["p"].value, int(r["n"].value)) for r in out_rows]
+    incoming = [(r["p"].value, int(r["n"].value)) for r in in_rows]
+    labels = _labels(kg, [p for p, _ in outgoing + incoming])
+    return Relations(iri, outgoing, incoming, labels)
