@@ -213,17 +213,25 @@ def test_a_repeated_action_is_rolled_back(scripted_llm: ScriptedLLM, demo: Knowl
     assert answer.status == "answered" and values(answer) == gold_demo("demo-01")
     (rollback,) = kinds(answer, "rollback")
     assert rollback["guideline"] == "repeated_action" and rollback["step"] == 3
-    assert rollback["back_to"] == 2 and "repeated an earlier action" in rollback["reason"]
+    # The cycle began at step 1, so the state goes back to before step 1 (SPINACH §4.2).
+    assert rollback["back_to"] == 0 and rollback["removed"] == 2
+    assert "repeated an earlier action" in rollback["reason"]
     feedback = kinds(answer, "feedback")
-    assert [f["id"] for f in feedback] == ["repeated_action"] and "step 1" in feedback[0]["text"]
-    # The repeated search never ran, and the state the model sees next is the one before it,
+    assert [f["id"] for f in feedback] == ["repeated_action", "unseen_iri"]
+    assert "step 1" in feedback[0]["text"]
+    # The searches that showed wd:Q8 and wd:P61 were removed, so memory no longer counts them seen.
+    assert "wd:Q8, wd:P61" in feedback[1]["text"]
+    # The repeated search never ran, and the state the model sees next is the one before the cycle,
     # plus a one-time note saying why its action was discarded.
     assert len(kinds(answer, "observation")) == 3
     after = messages(scripted_llm, 3)
-    assert [m["role"] for m in after] == ["system", "user"] + ["assistant", "tool"] * 2 + ["user"]
-    assert after[-1]["content"].startswith("Note: your last action was discarded. You already took")
+    assert [m["role"] for m in after] == ["system", "user", "user"]
+    assert after[-1]["content"].startswith(
+        "Note: your last action was discarded and the state went back to before step 1 "
+        "(2 step(s) removed). You already took"
+    )
     assert messages(scripted_llm, 4)[-1]["role"] == "tool"  # the note is not repeated
-    assert answer.extra["actions"] == 3 and answer.extra["actions_total"] == 5
+    assert answer.extra["actions"] == 1 and answer.extra["actions_total"] == 5
 
 
 def test_stop_without_results_is_rolled_back(
@@ -403,7 +411,9 @@ def test_the_total_budget_counts_rolled_back_actions(
         max_total_actions=4,
     )
     assert answer.status == "budget_exhausted" and answer.sparql is None and answer.results is None
-    assert len(kinds(answer, "rollback")) == 3
+    # Each repetition empties the state, so the search after it is a fresh action again (§4.2).
+    assert [r["removed"] for r in kinds(answer, "rollback")] == [1, 1]
+    assert answer.extra["actions_total"] == 4 and answer.extra["actions"] == 0
     assert answer.answer == (
         "No answer: the budget of 4 actions in total (with rollbacks) is used up "
         "before any query returned a result."

@@ -173,6 +173,10 @@ class Memory:
         self.records.append(record)
         self._seen.append(iris_in_text(observation_text, self.prefixes, self.vocab))
 
+    def find(self, key: str) -> int | None:
+        """The 0-based index of the first kept record whose action has this `Record.key`, if any."""
+        return next((i for i, rec in enumerate(self.records) if rec.key == key), None)
+
     def truncate(self, keep: int) -> None:
         """Forget every step after the first `keep` (a rollback)."""
         del self.records[keep:]
@@ -433,12 +437,11 @@ def repeated_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The same tool with the same arguments was already used in this run."""
     if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None:
         return None
-    key = Record(ctx.call.name, dict(ctx.call.arguments)).key
-    for i, rec in enumerate(ctx.memory.records):
-        if rec.key == key:
-            args = json.dumps(ctx.call.arguments, ensure_ascii=False)
-            return {"action": f"{ctx.call.name}({args[:200]})", "step": i + 1}
-    return None
+    first = ctx.memory.find(Record(ctx.call.name, dict(ctx.call.arguments)).key)
+    if first is None:
+        return None
+    args = json.dumps(ctx.call.arguments, ensure_ascii=False)
+    return {"action": f"{ctx.call.name}({args[:200]})", "step": first + 1}
 
 
 def _describe_failure(rec: Record) -> str:

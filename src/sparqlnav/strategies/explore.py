@@ -1,10 +1,11 @@
 """The explore strategy (SPINACH): an LLM explores the graph one thought and one action at a time, over
 search / get_entity / get_property_examples / execute_sparql / stop, until the last query answers.
 
-State is the full history of steps. Repeating an action, or stopping while the last query gave
-nothing, rolls the state back to before that action and exploration goes on. After every action the
-feedback module (ERASER) may add a targeted guideline to the observation. Budgets: effective actions
-(those still in the state) and total actions (every action taken, rolled back or not).
+State is the full history of steps. Repeating an action rolls the state back to before the first
+action of the repeated cycle; stopping while the last query gave nothing rolls it back to before the
+step that ran that query; exploration then goes on. After every action the feedback module (ERASER)
+may add a targeted guideline to the observation. Budgets: effective actions (those still in the state)
+and total actions (every action taken, rolled back or not).
 """
 
 from __future__ import annotations
@@ -195,6 +196,8 @@ class _Run:
 
     def go(self) -> Answer:
         try:
+            # Budgets as in spinach.txt §4.2: at most 15 actions still in the state, 30 taken in all
+            # (taking 9, being rolled back by 4, then taking 10 more is legal).
             while True:
                 if len(self.state) >= self.o.max_actions:
                     return self._exhausted(f"the budget of {self.o.max_actions} actions is used up")
@@ -235,10 +238,9 @@ class _Run:
         if isinstance(sparql, str) and sparql.strip():
             ctx.query = with_prefixes(sparql, self.kg)
         before = self.feedback.check(ctx, "before")
-        ids = {g.id for g in before}
-        for rollback in ("repeated_action", "stop_without_results"):
-            if rollback in ids:
-                self._rollback(next(g for g in before if g.id == rollback), n)
+        for g in before:  # SPINACH's rollback (spinach.txt §4.2): cut the state, then explore on
+            if g.id in ("repeated_action", "stop_without_results"):
+                self._rollback(g, n, keep=self._restart_point(g, call))
                 return False
         if ctx.finishing:
             return True
@@ -283,10 +285,24 @@ class _Run:
             self.fired[g.id] += 1
             self.trace.emit("feedback", id=g.id, source=g.source, text=g.text, step=step)
 
-    def _rollback(self, guideline: Guideline, step: int) -> None:
-        """Return to the state before the offending action; tell the model why, once."""
+    def _restart_point(self, guideline: Guideline, call: ToolCall | None) -> int:
+        """How many steps a rollback keeps. SPINACH (spinach.txt §4.2) "resets the exploration state to
+        the one before the repetition or the deviation": a cycle (steps 3, 4, 5, then step 3's action
+        again) goes back to before step 3; stop() after an empty or failed query goes back to before
+        the step that ran it (nothing to cut when no query ran)."""
+        if guideline.id == "repeated_action" and call is not None:
+            first = self.memory.find(Record(call.name, dict(call.arguments)).key)
+            return len(self.state) if first is None else first
+        last = self.memory.last_query()
+        return len(self.state) if last is None else last[0] - 1
+
+    def _rollback(self, guideline: Guideline, step: int, keep: int) -> None:
+        """Cut the state, and the run's memory with it, to its first `keep` steps; tell the model why, once."""
         self._emit_feedback([guideline], step)
         self.rollbacks += 1
+        removed = len(self.state) - keep
+        del self.state[keep:]
+        self.memory.truncate(keep)  # guidelines reading memory must not see the removed steps
         reason = {
             "repeated_action": "the model repeated an earlier action",
             "stop_without_results": "the model called stop() although the last query gave no answer",
@@ -296,10 +312,13 @@ class _Run:
             reason=reason,
             guideline=guideline.id,
             step=step,
-            back_to=len(self.state),
-            text=reason,
+            back_to=keep,
+            removed=removed,
+            text=f"{reason}; {removed} step(s) removed, {keep} kept",
         )
-        self.note = guideline.text
+        cut = f" and the state went back to before step {keep + 1} ({removed} step(s) removed)"
+        discarded = "Note: your last action was discarded" + (cut if removed else "")
+        self.note = f"{discarded}. {guideline.text}"
 
     # ------------------------------------------------------------ prompts
 
@@ -352,7 +371,7 @@ class _Run:
             )
             messages += [Message.assistant(step.reply_text, [call]), Message.tool(call, obs)]
         if self.note:
-            messages.append(Message.user(f"Note: your last action was discarded. {self.note}"))
+            messages.append(Message.user(self.note))
         return messages
 
     def _chat(
