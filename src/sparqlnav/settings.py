@@ -63,6 +63,10 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+# Variables whose values are never repeated in messages.
+SECRET = frozenset({"OPENAI_API_KEY", "SPARQLNAV_EMBED_API_KEY", "SPARQLNAV_API_TOKEN", "SPARQLNAV_HEADERS"})
+
+
 class ConfigError(ValueError):
     """A variable holds a value sparqlnav cannot use; the message names it, on one line."""
 
@@ -97,7 +101,13 @@ class RemoteSettings(_Part):
     @field_validator("headers", mode="before")
     @classmethod
     def _header_lines(cls, value: Any) -> Any:
-        return as_mapping(h for h in value.splitlines() if h.strip()) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        try:
+            return as_mapping(h for h in value.splitlines() if h.strip())
+        except ValueError:
+            # Not as_mapping's message: it quotes the line, and header lines carry credentials.
+            raise ValueError("each line must look like 'Name: value'") from None
 
     @field_validator("allowed_services", mode="before")
     @classmethod
@@ -198,7 +208,10 @@ def _one_line(exc: ValidationError, source: _Variables) -> str:
         loc = tuple(str(part) for part in error["loc"])
         place = (loc[0], loc[1] if len(loc) > 1 else "on")
         found = source.raw(place) if place in VARIABLES else None
-        where = f"{found[0]}={found[1]!r}" if found else ".".join(loc)
+        if found is None:
+            where = ".".join(loc)
+        else:
+            where = found[0] if found[0] in SECRET else f"{found[0]}={found[1]!r}"
         problems.append(f"{where}: {error['msg']}")
     return "; ".join(problems)
 
