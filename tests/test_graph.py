@@ -334,7 +334,7 @@ def test_headers_from_the_environment_reach_remote_endpoints(served: tuple[Oxigr
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         settings = _settings(tmp_path, SPARQLNAV_HEADERS="Authorization: Bearer t0ken\nX-Team: kg")
-        assert settings.headers == {"Authorization": "Bearer t0ken", "X-Team": "kg"}
+        assert settings.remote.headers == {"Authorization": "Bearer t0ken", "X-Team": "kg"}
         with open_kg(f"http://127.0.0.1:{server.server_address[1]}/sparql", settings) as kg:
             assert kg.endpoint.query("ASK { ?s ?p ?o }").ok
         assert _Flaky.seen and all(h.get("Authorization") == "Bearer t0ken" for h in _Flaky.seen)

@@ -26,6 +26,7 @@ from sparqlnav.llm.client import (
     extract_json_object,
     parse_react,
 )
+from sparqlnav.settings import Settings
 
 SEARCH = ToolSpec(
     name="search",
@@ -464,12 +465,14 @@ def test_extract_json_object_finds_the_first_object() -> None:
 # ---------------------------------------------------------------- configuration
 
 
+def llm_from_env(env: dict[str, str], model: str | None = None) -> LLMConfig | None:
+    return Settings.from_env(env, overrides={"SPARQLNAV_LLM_MODEL": model}).llm
+
+
 def test_from_env_is_none_when_unconfigured() -> None:
-    assert LLMConfig.from_env({}) is None
-    assert (
-        LLMConfig.from_env({"SPARQLNAV_LLM_MODEL": "m"}) is None
-    )  # would hit api.openai.com keyless
-    assert LLMConfig.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}) is None
+    assert llm_from_env({}) is None
+    assert llm_from_env({"SPARQLNAV_LLM_MODEL": "m"}) is None  # would hit api.openai.com keyless
+    assert llm_from_env({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}) is None
 
 
 def test_from_env_reads_variables_and_overrides(tmp_path: Path) -> None:
@@ -483,7 +486,7 @@ def test_from_env_reads_variables_and_overrides(tmp_path: Path) -> None:
         "SPARQLNAV_LLM_CACHE": str(tmp_path / "cache"),
         "SPARQLNAV_LLM_PRICES": str(prices),
     }
-    cfg = LLMConfig.from_env(env)
+    cfg = llm_from_env(env)
     assert cfg is not None
     assert (cfg.base_url, cfg.model, cfg.tool_mode) == ("http://127.0.0.1:8000/v1", "m", "react")
     assert cfg.api_key is not None and cfg.api_key.get_secret_value() == "k"
@@ -492,20 +495,19 @@ def test_from_env_reads_variables_and_overrides(tmp_path: Path) -> None:
     assert cfg.price() == ModelPrice(input=0.5, output=1.5)
     assert (cfg.timeout_s, cfg.max_retries) == (120.0, 4)
 
-    chosen = LLMConfig.from_env(env, model="other", timeout_s=None)
+    chosen = llm_from_env(env, model="other")
     assert chosen is not None and chosen.model == "other" and chosen.timeout_s == 120.0
+    assert llm_from_env({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, model="other") is not None
     with pytest.raises(ValueError, match="SPARQLNAV_LLM_TOOL_MODE"):
-        LLMConfig.from_env({**env, "SPARQLNAV_LLM_TOOL_MODE": "telepathy"})
+        llm_from_env({**env, "SPARQLNAV_LLM_TOOL_MODE": "telepathy"})
     prices.write_text("{not json")
-    with pytest.raises(ValueError, match="price table"):
-        LLMConfig.from_env(env)
+    with pytest.raises(ValueError, match="SPARQLNAV_LLM_PRICES: cannot read LLM price table"):
+        llm_from_env(env)
 
 
 def test_keyless_local_server_works(scripted_llm: ScriptedLLM) -> None:
     scripted_llm.script([Reply("hi")])
-    cfg = LLMConfig.from_env(
-        {"OPENAI_BASE_URL": scripted_llm.base_url, "SPARQLNAV_LLM_MODEL": "local"}
-    )
+    cfg = llm_from_env({"OPENAI_BASE_URL": scripted_llm.base_url, "SPARQLNAV_LLM_MODEL": "local"})
     assert cfg is not None
     with LLMClient(cfg) as client:
         assert client.chat([Message.user("hello")]).text == "hi"

@@ -113,7 +113,7 @@ def test_tools_over_streamable_http(settings: Settings, documented: KnowledgeGra
 
 
 def test_tool_list_covers_every_tool(settings: Settings, tiny: KnowledgeGraph) -> None:
-    _, tools = create_mcp_server(SingleKG(tiny), home=settings.home)
+    _, tools = create_mcp_server(SingleKG(tiny), settings=settings)
     assert set(tools.offered) | set(tools.missing) == ALL_TOOLS
     assert tools.missing["ask"] == "no LLM configured"
     assert set(tools.offered) == ALL_TOOLS - {"ask"}  # validation and retrieval are in this build

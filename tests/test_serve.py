@@ -372,11 +372,11 @@ def test_config_from_env_and_kg_names() -> None:
         "https://query.example.org/sparql?a=b": "https://query.example.org/sparql?a=b",
         "prod-inst.ttl-2": "/other/prod-inst.ttl",
     }
-    local = ServeConfig.from_env({"SPARQLNAV_KG": "a=x.ttl b=y.ttl", "SPARQLNAV_TEXT2SPARQL_DATASETS": f"{DATASET}=a"})
+    local = ServeConfig.from_settings(Settings.from_env({"SPARQLNAV_KG": "a=x.ttl b=y.ttl", "SPARQLNAV_TEXT2SPARQL_DATASETS": f"{DATASET}=a"}))
     assert list(local.kgs) == ["a", "b"] and local.datasets == {DATASET: "a"} and local.rate_limit is None
-    public = ServeConfig.from_env({"SPARQLNAV_HOST": "0.0.0.0", "SPARQLNAV_API_TOKEN": "t"})
+    public = ServeConfig.from_settings(Settings.from_env({"SPARQLNAV_HOST": "0.0.0.0", "SPARQLNAV_API_TOKEN": "t"}))
     assert public.rate_limit == 120 and public.token == "t"
-    assert ServeConfig.from_env({}, host="0.0.0.0", rate_limit=0).rate_limit is None
+    assert ServeConfig.from_settings(Settings.from_env({}), host="0.0.0.0", rate_limit=0).rate_limit is None
 
 
 # -- TEXT2SPARQL ----------------------------------------------------------------------------------

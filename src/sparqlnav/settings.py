@@ -1,68 +1,269 @@
-"""Run-time settings, read once from the environment by the entry points and passed down explicitly."""
+"""Run-time settings: every variable sparqlnav reads, read once by the entry points into one typed object
+that is passed down explicitly. Library code never reads the environment (a ruff rule enforces it)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Literal
 
-from sparqlnav.graph.endpoint import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    DEFAULT_TIMEOUT_S,
-    USER_AGENT,
-    Limits,
-    as_mapping,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
+from sparqlnav.llm.client import LLMConfig, load_prices
+
+__all__ = [
+    "VARIABLES",
+    "ConfigError",
+    "EmbeddingSettings",
+    "PathSettings",
+    "RemoteSettings",
+    "ServeSettings",
+    "Settings",
+    "WikidataSettings",
+]
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+# Each setting's place in the Settings tree -> the variables that set it, the first one present winning.
+VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("paths", "home"): ("SPARQLNAV_HOME",),
+    ("limits", "timeout_s"): ("SPARQLNAV_TIMEOUT",),
+    ("limits", "max_rows"): ("SPARQLNAV_MAX_ROWS",),
+    ("limits", "max_bytes"): ("SPARQLNAV_MAX_BYTES",),
+    ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
+    ("remote", "headers"): ("SPARQLNAV_HEADERS",),
+    ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),
+    ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
+    ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
+    ("llm", "base_url"): ("OPENAI_BASE_URL",),
+    ("llm", "api_key"): ("OPENAI_API_KEY",),
+    ("llm", "model"): ("SPARQLNAV_LLM_MODEL",),
+    ("llm", "tool_mode"): ("SPARQLNAV_LLM_TOOL_MODE",),
+    ("llm", "cache_dir"): ("SPARQLNAV_LLM_CACHE",),
+    ("llm", "prices"): ("SPARQLNAV_LLM_PRICES",),
+    ("embedding", "base_url"): ("SPARQLNAV_EMBED_BASE_URL", "OPENAI_BASE_URL"),
+    ("embedding", "api_key"): ("SPARQLNAV_EMBED_API_KEY", "OPENAI_API_KEY"),
+    ("serve", "kgs"): ("SPARQLNAV_KG",),
+    ("serve", "host"): ("SPARQLNAV_HOST",),
+    ("serve", "port"): ("SPARQLNAV_PORT",),
+    ("serve", "strategy"): ("SPARQLNAV_STRATEGY",),
+    ("serve", "text2sparql_strategy"): ("SPARQLNAV_TEXT2SPARQL_STRATEGY",),
+    ("serve", "datasets"): ("SPARQLNAV_TEXT2SPARQL_DATASETS",),
+    ("serve", "token"): ("SPARQLNAV_API_TOKEN",),
+    ("serve", "rate_limit"): ("SPARQLNAV_RATE_LIMIT",),
+    ("serve", "cors_origins"): ("SPARQLNAV_CORS_ORIGINS",),
+    ("serve", "request_timeout_s"): ("SPARQLNAV_REQUEST_TIMEOUT",),
+    ("serve", "max_concurrent"): ("SPARQLNAV_MAX_CONCURRENT",),
+    ("serve", "log_level"): ("SPARQLNAV_LOG_LEVEL",),
+    ("debug", "on"): ("SPARQLNAV_DEBUG",),
+}
 
 
-def _default_home(environ: Mapping[str, str]) -> Path:
-    if environ.get("SPARQLNAV_HOME"):
-        return Path(environ["SPARQLNAV_HOME"]).expanduser()
-    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "sparqlnav"
+# Variables whose values are never repeated in messages.
+SECRET = frozenset({"OPENAI_API_KEY", "SPARQLNAV_EMBED_API_KEY", "SPARQLNAV_API_TOKEN", "SPARQLNAV_HEADERS"})
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Where sparqlnav keeps its stores and indexes, and the default limits of every query."""
+class ConfigError(ValueError):
+    """A variable holds a value sparqlnav cannot use; the message names it, on one line."""
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _words(value: Any) -> Any:
+    """Space-separated lists arrive from the environment as one string."""
+    return tuple(value.split()) if isinstance(value, str) else value
+
+
+class PathSettings(_Part):
+    """Where sparqlnav keeps its stores and indexes."""
 
     home: Path
-    limits: Limits = field(default_factory=Limits)
-    user_agent: str = USER_AGENT
-    headers: dict[str, str] = field(default_factory=dict)
-    allowed_services: tuple[str, ...] = ()
-    wikidata_sparql: str = "https://query.wikidata.org/sparql"
-    wikidata_api: str = "https://www.wikidata.org/w/api.php"
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from SPARQLNAV_* environment variables."""
-        env = os.environ if environ is None else environ
-        limits = Limits(
-            timeout_s=float(env.get("SPARQLNAV_TIMEOUT", DEFAULT_TIMEOUT_S)),
-            max_rows=int(env.get("SPARQLNAV_MAX_ROWS", DEFAULT_MAX_ROWS)),
-            max_bytes=int(env.get("SPARQLNAV_MAX_BYTES", DEFAULT_MAX_BYTES)),
-        )
-        services = tuple(s for s in env.get("SPARQLNAV_ALLOWED_SERVICES", "").split() if s)
-        return cls(
-            home=_default_home(env),
-            limits=limits,
-            user_agent=env.get("SPARQLNAV_USER_AGENT", USER_AGENT),
-            allowed_services=services,
-            wikidata_sparql=env.get("SPARQLNAV_WIKIDATA_SPARQL", cls.wikidata_sparql),
-            wikidata_api=env.get("SPARQLNAV_WIKIDATA_API", cls.wikidata_api),
-            headers=as_mapping(h for h in env.get("SPARQLNAV_HEADERS", "").splitlines() if h.strip()),
-        )
-
-    def with_timeout(self, timeout_s: float | None) -> Settings:
-        """A copy with another per-query time limit (None keeps the current one)."""
-        if timeout_s is None:
-            return self
-        return replace(self, limits=replace(self.limits, timeout_s=timeout_s))
 
     @property
     def stores_dir(self) -> Path:
         """Where local RDF files are kept as Oxigraph stores."""
         return self.home / "stores"
+
+
+class RemoteSettings(_Part):
+    """How remote SPARQL endpoints are called."""
+
+    user_agent: str = USER_AGENT
+    headers: dict[str, str] = Field(default_factory=dict)
+    allowed_services: tuple[str, ...] = ()
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _header_lines(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return as_mapping(h for h in value.splitlines() if h.strip())
+        except ValueError:
+            # Not as_mapping's message: it quotes the line, and header lines carry credentials.
+            raise ValueError("each line must look like 'Name: value'") from None
+
+    @field_validator("allowed_services", mode="before")
+    @classmethod
+    def _services(cls, value: Any) -> Any:
+        return _words(value)
+
+
+class WikidataSettings(_Part):
+    """Wikidata's SPARQL endpoint and MediaWiki API (or a mirror's)."""
+
+    sparql: str = "https://query.wikidata.org/sparql"
+    api: str = "https://www.wikidata.org/w/api.php"
+
+
+class EmbeddingSettings(_Part):
+    """An OpenAI-compatible embedding server for the retrieval index (`openai:<model>` embedders)."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+
+class ServeSettings(_Part):
+    """What `sparqlnav serve` (and the uvicorn factory) offers and how it protects itself."""
+
+    kgs: tuple[str, ...] = ()  # `--kg` values, `spec` or `name=spec`; the first is the default
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    strategy: str = "auto"
+    text2sparql_strategy: str | None = None
+    datasets: tuple[str, ...] = ()  # TEXT2SPARQL `dataset=kg name` pairs
+    token: SecretStr | None = None
+    rate_limit: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # 0: off
+    cors_origins: tuple[str, ...] = ()
+    request_timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    max_concurrent: int = Field(default=64, ge=1)
+    log_level: LogLevel = "INFO"
+
+    @field_validator("kgs", "datasets", "cors_origins", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _words(value)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class _Variables(PydanticBaseSettingsSource):
+    """The settings named by VARIABLES, nested as the Settings tree, from a given mapping of variables."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.environ = environ
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        """Parts are filled as a whole by __call__; no top-level field has a variable of its own."""
+        return None, field_name, False
+
+    def raw(self, place: tuple[str, str]) -> tuple[str, str] | None:
+        """The first variable set (non-blank) for a place in the tree, with its value."""
+        for name in VARIABLES[place]:
+            value = self.environ.get(name, "").strip()
+            if value:
+                return name, value
+        return None
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"paths": {"home": _default_home(self.environ)}}
+        for place in VARIABLES:
+            found = self.raw(place)
+            if found is not None:
+                out.setdefault(place[0], {})[place[1]] = found[1]
+        out["debug"] = out.pop("debug", {}).get("on", False)
+        llm = out.pop("llm", {})
+        # A model alone would silently go to api.openai.com without a key: treat as unconfigured.
+        if llm.get("model") and (llm.get("base_url") or llm.get("api_key")):
+            if "prices" in llm:
+                try:
+                    llm["prices"] = load_prices(Path(llm["prices"]))
+                except ValueError as exc:
+                    raise ConfigError(f"SPARQLNAV_LLM_PRICES: {exc}") from None
+            out["llm"] = llm
+        return out
+
+
+def _default_home(environ: Mapping[str, str]) -> Path:
+    if environ.get("SPARQLNAV_HOME", "").strip():
+        return Path(environ["SPARQLNAV_HOME"].strip()).expanduser()
+    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "sparqlnav"
+
+
+def _one_line(exc: ValidationError, source: _Variables) -> str:
+    """Each problem as `VARIABLE='value': what is wrong`, joined on one line."""
+    problems = []
+    for error in exc.errors():
+        loc = tuple(str(part) for part in error["loc"])
+        place = (loc[0], loc[1] if len(loc) > 1 else "on")
+        found = source.raw(place) if place in VARIABLES else None
+        if found is None:
+            where = ".".join(loc)
+        else:
+            where = found[0] if found[0] in SECRET else f"{found[0]}={found[1]!r}"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+class Settings(BaseSettings):
+    """Everything sparqlnav is configured with: paths, query limits, remote calls, Wikidata, the LLM, the
+    embedding server and the server's options, each part typed and validated."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid")
+
+    paths: PathSettings
+    limits: Limits = Field(default_factory=Limits)
+    remote: RemoteSettings = Field(default_factory=RemoteSettings)
+    wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
+    llm: LLMConfig | None = None  # None: no LLM configured (a normal state; `lexical` needs none)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    debug: bool = False  # show tracebacks instead of one-line errors
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only explicit values: the environment is read by `from_env`, never implicitly by a constructor."""
+        return (init_settings,)
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, overrides: Mapping[str, str | None] | None = None
+    ) -> Settings:
+        """Settings from the variables in `environ` (default: the process environment); `overrides` are
+        variables given on the command line (None values are not given). ConfigError names a bad variable."""
+        env = dict(os.environ if environ is None else environ)
+        env.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        source = _Variables(cls, env)
+        try:
+            return cls(**source())
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc, source)) from None
+
+    @classmethod
+    def variables(cls) -> list[str]:
+        """Every environment variable the settings read."""
+        return sorted({name for names in VARIABLES.values() for name in names} | {"XDG_CACHE_HOME"})
+
+    def with_timeout(self, timeout_s: float | None) -> Settings:
+        """A copy with another per-query time limit (None keeps the current one)."""
+        if timeout_s is None:
+            return self
+        return self.model_copy(update={"limits": replace(self.limits, timeout_s=timeout_s)})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
-from sparqlnav.settings import Settings
+from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event, Trace
 
 app = typer.Typer(
@@ -60,9 +59,9 @@ def err() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def settings_for(timeout: float | None) -> Settings:
-    """Settings from the environment, with the command's time limit."""
-    return Settings.from_env().with_timeout(timeout)
+def settings_for(timeout: float | None, llm_model: str | None = None) -> Settings:
+    """Settings from the environment, with the command's time limit and model."""
+    return Settings.from_env(overrides={"SPARQLNAV_LLM_MODEL": llm_model}).with_timeout(timeout)
 
 
 @contextmanager
@@ -264,16 +263,15 @@ def ask(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
-    from sparqlnav.llm.client import LLMConfig
     from sparqlnav.strategies import make_strategy
 
-    overrides = {"model": llm_model} if llm_model else {}
-    llm = LLMConfig.from_env(os.environ, **overrides)
+    settings = settings_for(timeout, llm_model)
+    llm = settings.llm
     chosen = make_strategy(strategy, llm)
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
-    with opened(kg, settings_for(timeout)) as graph:
+    with opened(kg, settings) as graph:
         trace = Trace()
         shown = _StepPrinter(console)
         if not json_output and not quiet:
@@ -330,10 +328,18 @@ def main(argv: list[str] | None = None) -> Any:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
-        if os.environ.get("SPARQLNAV_DEBUG"):
+        if _debugging():
             raise
         err().print(f"error: {_one_line(exc)}", markup=False, highlight=False)
         sys.exit(1)
+
+
+def _debugging() -> bool:
+    """SPARQLNAV_DEBUG is on (and readable: a bad setting is itself the error being shown)."""
+    try:
+        return Settings.from_env().debug
+    except ConfigError:
+        return False
 
 
 def outcome_exit_code(outcome: Outcome) -> int:
@@ -413,11 +419,10 @@ def eval_command(
         evaluate,
         plan,
     )
-    from sparqlnav.llm.client import LLMConfig
     from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
 
-    overrides = {"model": llm_model} if llm_model else {}
-    llm = LLMConfig.from_env(os.environ, **overrides)
+    settings = settings_for(timeout, llm_model)
+    llm = settings.llm
     try:
         probe = make_strategy(strategy, llm)
     except StrategyUnavailable as exc:
@@ -446,12 +451,11 @@ def eval_command(
         language=language,
         model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
     )
-    settings = settings_for(timeout)
     console = err()
     try:
         work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
         with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
-            summary = evaluate(work, graph, home=settings.home, listener=progress, plots=not no_plots)
+            summary = evaluate(work, graph, home=settings.paths.home, listener=progress, plots=not no_plots)
     except KeyboardInterrupt:
         console.print(
             f"interrupted: finished questions are saved in {spec.out}; run the same command again to resume",
@@ -544,7 +548,7 @@ def validate_command(
         with opened(kg, settings) as graph:
             prefixes = {k: v for k, v in graph.prefixes.items() if k}
             # The schemas `sparqlnav index` stored; else read or computed now (not for Wikidata: too large).
-            stored = open_kg_index(graph, settings.home, embedder=None)
+            stored = open_kg_index(graph, settings.paths.home, embedder=None)
             if stored is not None:
                 schema, services = stored.schema, stored.schemas
                 stored.close()
@@ -576,21 +580,21 @@ def serve_command(
             help="A KG to serve (repeatable; NAME=SPEC names it): RDF file or folder, endpoint URL, 'demo', 'wikidata'. The first is the default.",
         ),
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.", envvar="SPARQLNAV_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.", envvar="SPARQLNAV_PORT")] = 8000,
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port to listen on (default 8000).")] = None,
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Default strategy (auto, lexical, explore, …).")] = None,
     dataset: Annotated[
         list[str] | None,
         typer.Option("--dataset", help="TEXT2SPARQL dataset id mapped to a KG name: ID=NAME (repeatable). Without any, a one-KG server answers for every dataset."),
     ] = None,
-    token: Annotated[str | None, typer.Option("--token", help="Require 'Authorization: Bearer TOKEN' on /api, /mcp and /text2sparql.", envvar="SPARQLNAV_API_TOKEN")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Require 'Authorization: Bearer TOKEN' on /api, /mcp and /text2sparql.")] = None,
     rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Requests per minute per client (0: off; default off on localhost, 120 otherwise).")] = None,
     cors: Annotated[list[str] | None, typer.Option("--cors", help="An origin allowed to call the API from a browser (repeatable).")] = None,
     request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
     max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error (default info).")] = None,
 ) -> None:
     """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
     import uvicorn
@@ -602,14 +606,15 @@ def serve_command(
         parse_kgs,
         parse_pairs,
     )
-    from sparqlnav.llm.client import LLMConfig
 
+    settings = settings_for(timeout, llm_model)
     specs = parse_kgs(kg) if kg else None
     try:
         datasets = parse_pairs(dataset) if dataset else None
     except ValueError as exc:
         raise CliError(f"--dataset: {exc}") from None
-    config = ServeConfig.from_env(
+    config = ServeConfig.from_settings(
+        settings,
         kgs=specs,
         host=host,
         strategy=strategy,
@@ -623,9 +628,10 @@ def serve_command(
     unknown = [d for d, name in config.datasets.items() if name not in (config.kgs or {"demo": "demo"})]
     if unknown:
         raise CliError(f"--dataset maps {unknown[0]!r} to a KG this server does not have")
-    overrides = {"model": llm_model} if llm_model else {}
-    configure_logging(log_level.upper())
-    app_ = create_app(settings_for(timeout), config, llm=LLMConfig.from_env(os.environ, **overrides))
+    configure_logging(log_level.upper() if log_level else settings.serve.log_level)
+    app_ = create_app(settings, config, llm=settings.llm)
+    host = config.host
+    port = settings.serve.port if port is None else port
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
     err().print(f"sparqlnav on http://{host}:{port}/  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
@@ -640,13 +646,10 @@ def mcp_command(
 ) -> None:
     """Serve the tools (search, get_entity, execute_sparql, …) to an MCP client over stdio."""
     from sparqlnav.faces.mcp import run_stdio
-    from sparqlnav.llm.client import LLMConfig
 
-    overrides = {"model": llm_model} if llm_model else {}
-    llm = LLMConfig.from_env(os.environ, **overrides)
-    settings = settings_for(timeout)
+    settings = settings_for(timeout, llm_model)
     with opened(kg, settings) as graph:
-        run_stdio(graph, home=settings.home, llm=llm)
+        run_stdio(graph, settings=settings, llm=settings.llm)
 
 
 @app.command("index")
@@ -689,8 +692,9 @@ def index_command(
         kg_index_dir,
     )
 
+    settings = settings_for(timeout)
     try:
-        chosen = make_embedder(embedder, environ=os.environ)
+        chosen = make_embedder(embedder, embedding=settings.embedding)
         found = load_examples(examples or [], endpoint=endpoint)
     except (EmbedderUnavailable, ExamplesError) as exc:
         raise CliError(str(exc)) from None
@@ -698,7 +702,6 @@ def index_command(
         if not path.is_file():
             raise CliError(f"no such VoID file: {path}")
     spec = ("minilm" if chosen is not None else "none") if embedder == "auto" else embedder
-    settings = settings_for(timeout)
     console = err()
     with opened(kg, settings) as graph, Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -719,7 +722,7 @@ def index_command(
             backend_spec = {"kind": "qdrant", "location": qdrant, "collection": collection}
         try:
             ctx, stats = build_kg_index(
-                graph, settings.home, examples=found, void_files=void or [], embedder=chosen,
+                graph, settings.paths.home, examples=found, void_files=void or [], embedder=chosen,
                 embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
                 backend=backend, backend_spec=backend_spec, progress=report,
             )
@@ -728,7 +731,7 @@ def index_command(
         counts = {kind: len(ctx.index.documents([kind])) for kind in ("example", "shape", "endpoint")}
         ctx.close()
     summary = {
-        "index": str(kg_index_dir(graph, settings.home)),
+        "index": str(kg_index_dir(graph, settings.paths.home)),
         "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
         "embedder": spec, **stats.to_json(),
     }  # fmt: skip

@@ -14,7 +14,6 @@ import hmac
 import json
 import logging
 import math
-import os
 import re
 import sys
 import threading
@@ -83,31 +82,28 @@ class ServeConfig:
     eager: bool = True  # open every KG at start-up rather than on first use
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServeConfig:
-        """Settings from SPARQLNAV_* variables; keyword overrides win; the rate limit is on by default off-host."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        if env.get("SPARQLNAV_KG", "").strip():
-            values["kgs"] = parse_kgs(env["SPARQLNAV_KG"].split())
-        for key, var, conv in (
-            ("host", "SPARQLNAV_HOST", str),
-            ("strategy", "SPARQLNAV_STRATEGY", str),
-            ("text2sparql_strategy", "SPARQLNAV_TEXT2SPARQL_STRATEGY", str),
-            ("token", "SPARQLNAV_API_TOKEN", str),
-            ("rate_limit", "SPARQLNAV_RATE_LIMIT", float),
-            ("request_timeout_s", "SPARQLNAV_REQUEST_TIMEOUT", float),
-            ("max_concurrent", "SPARQLNAV_MAX_CONCURRENT", int),
-        ):
-            if env.get(var, "").strip():
-                values[key] = conv(env[var].strip())
-        if env.get("SPARQLNAV_CORS_ORIGINS", "").strip():
-            values["cors_origins"] = tuple(env["SPARQLNAV_CORS_ORIGINS"].split())
-        if env.get("SPARQLNAV_TEXT2SPARQL_DATASETS", "").strip():
-            values["datasets"] = parse_pairs(env["SPARQLNAV_TEXT2SPARQL_DATASETS"].split())
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ServeConfig:
+        """The server's part of the settings; keyword overrides (command-line options) win unless None; the
+        rate limit is on by default off-host."""
+        serve = settings.serve
+        values: dict[str, Any] = {
+            "host": serve.host,
+            "strategy": serve.strategy,
+            "text2sparql_strategy": serve.text2sparql_strategy,
+            "token": serve.token.get_secret_value() if serve.token else None,
+            "cors_origins": serve.cors_origins,
+            "request_timeout_s": serve.request_timeout_s,
+            "max_concurrent": serve.max_concurrent,
+        }
+        if serve.kgs:
+            values["kgs"] = parse_kgs(serve.kgs)
+        if serve.datasets:
+            values["datasets"] = parse_pairs(serve.datasets)
+        if serve.rate_limit is not None:
+            values["rate_limit"] = serve.rate_limit
         values.update({k: v for k, v in overrides.items() if v is not None})
         if "rate_limit" not in values:
-            host = values.get("host", cls.host)
-            values["rate_limit"] = None if host in LOOPBACK else DEFAULT_RATE_LIMIT
+            values["rate_limit"] = None if values["host"] in LOOPBACK else DEFAULT_RATE_LIMIT
         elif values["rate_limit"] is not None and values["rate_limit"] <= 0:
             values["rate_limit"] = None
         return cls(**values)
@@ -648,7 +644,7 @@ def create_app(
         from sparqlnav.faces.mcp import create_mcp_server
 
         mcp_server, service.mcp_tools = create_mcp_server(
-            pool, home=settings.home, llm=llm, strategy_factory=service.shared_strategy, default_strategy=config.strategy
+            pool, settings=settings, llm=llm, strategy_factory=service.shared_strategy, default_strategy=config.strategy
         )
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
 
@@ -972,7 +968,6 @@ def background(app: FastAPI, *, host: str = "127.0.0.1", port: int = 0, timeout_
 
 def app_factory() -> FastAPI:
     """For `uvicorn --factory sparqlnav.faces.http:app_factory`: everything from the environment."""
-    from sparqlnav.llm.client import LLMConfig
-
-    configure_logging(os.environ.get("SPARQLNAV_LOG_LEVEL", "INFO"))
-    return create_app(Settings.from_env(), ServeConfig.from_env(), llm=LLMConfig.from_env(os.environ))
+    settings = Settings.from_env()
+    configure_logging(settings.serve.log_level)
+    return create_app(settings, ServeConfig.from_settings(settings), llm=settings.llm)

@@ -7,7 +7,6 @@ lack (validation, retrieval) are imported lazily and left out, with the reason, 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
     from sparqlnav.llm.client import LLMConfig
     from sparqlnav.retrieval.index import KGIndex
+    from sparqlnav.settings import EmbeddingSettings, Settings
 
 StrategyFactory = Callable[[str, "LLMConfig | None"], "Strategy"]
 
@@ -86,8 +86,9 @@ class Retrieval:
     """Each KG's retrieval index (example queries, class shapes, schemas): as `sparqlnav index` built it, else
     built on first use the way the retrieve strategy builds it. Thread-safe; one build per KG."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, embedding: EmbeddingSettings) -> None:
         self.home = home
+        self.embedding = embedding
         self._lock = threading.Lock()
         self._contexts: dict[tuple[str, str], KGIndex] = {}
 
@@ -107,7 +108,7 @@ class Retrieval:
             ctx = self._contexts.get(key)
             if ctx is None:
                 try:
-                    ctx = open_kg_index(kg, self.home, environ=os.environ)
+                    ctx = open_kg_index(kg, self.home, embedding=self.embedding)
                     if ctx is None:
                         embedder = default_embedder()
                         ctx, _ = build_kg_index(
@@ -160,14 +161,14 @@ def _cached(factory: StrategyFactory) -> StrategyFactory:
 def create_mcp_server(
     source: KGSource,
     *,
-    home: Path | None = None,
+    settings: Settings,
     llm: LLMConfig | None = None,
     strategy_factory: StrategyFactory | None = None,
     default_strategy: str = "auto",
     log_level: str = "WARNING",
 ) -> tuple[MCPServer, McpTools]:
-    """An MCP server offering the toolkit over `source` (indexes kept under `home`, default the sparqlnav
-    home); `ask` is offered only when an LLM is configured."""
+    """An MCP server offering the toolkit over `source` (indexes kept under the settings' home); `ask` is
+    offered only when an LLM is configured."""
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
     )
@@ -205,11 +206,7 @@ def create_mcp_server(
     add(get_property_examples, "get_property_examples", "Show a few real subject–object pairs that use a property. `id`: IRI, prefixed name or P id.")
     add(execute_sparql, "execute_sparql", "Run a read-only SPARQL query under a time limit; returns a compact table, or the engine's error message.")
 
-    if home is None:
-        from sparqlnav.settings import Settings
-
-        home = Settings.from_env().home
-    retrieval = Retrieval(home)
+    retrieval = Retrieval(settings.paths.home, settings.embedding)
     tools.closers.append(retrieval.close)
     needs_index = _available("sparqlnav.retrieval.index", "sparqlnav.graph.schema", "sparqlnav.retrieval.embed", "sparqlnav.retrieval.examples")
 
@@ -305,9 +302,9 @@ def create_mcp_server(
     return server, tools
 
 
-def run_stdio(kg: KnowledgeGraph, *, home: Path | None = None, llm: LLMConfig | None = None) -> None:
+def run_stdio(kg: KnowledgeGraph, *, settings: Settings, llm: LLMConfig | None = None) -> None:
     """Serve the tools over one KG on stdin/stdout until the client hangs up."""
-    server, tools = create_mcp_server(SingleKG(kg), home=home, llm=llm)
+    server, tools = create_mcp_server(SingleKG(kg), settings=settings, llm=llm)
     try:
         server.run("stdio")
     finally:

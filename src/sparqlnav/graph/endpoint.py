@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 import httpx
 import pyoxigraph as ox
+from pydantic import Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav import __version__
 from sparqlnav.graph.results import ResultTable, Term
@@ -74,13 +76,13 @@ class QueryResult:
         return f"{self.outcome.value}: {self.message}"
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class Limits:
-    """Caps on one query: time, rows and bytes."""
+    """Caps on one query: time, rows and bytes (validated: a NaN, zero or negative cap is refused)."""
 
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    max_rows: int = DEFAULT_MAX_ROWS
-    max_bytes: int = DEFAULT_MAX_BYTES
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
+    max_rows: int = Field(default=DEFAULT_MAX_ROWS, ge=1)
+    max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
 
 
 @runtime_checkable

@@ -73,7 +73,7 @@ def open_local(
     """Load RDF files (once; later runs reuse the store) and serve them through a managed Oxigraph process."""
     try:
         files = rdf_files(path)
-        info = ensure_store(files, settings.stores_dir, progress)
+        info = ensure_store(files, settings.paths.stores_dir, progress)
     except OSError as exc:
         raise KGError(f"cannot open {path}: {exc}") from None
     store = ox.Store.read_only(str(info.data_dir))
@@ -93,8 +93,8 @@ def open_local(
         info,
         name=name,
         limits=settings.limits,
-        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
-        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers, retries=0),
+        allowed_services=[*settings.remote.allowed_services, settings.wikidata.sparql],
+        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers, retries=0),
     )
     return KnowledgeGraph(
         name=name,
@@ -156,8 +156,8 @@ def open_remote(
     endpoint = RemoteEndpoint(
         url,
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers),
-        allowed_services=[*settings.allowed_services, settings.wikidata_sparql],
+        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        allowed_services=[*settings.remote.allowed_services, settings.wikidata.sparql],
     )
     probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")
     if probe.outcome in (Outcome.UNREACHABLE,):
@@ -168,7 +168,7 @@ def open_remote(
     )
     vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
     key = hashlib.sha256(url.encode()).hexdigest()[:20]
-    index_path = settings.home / "remote" / key / "labels.sqlite"
+    index_path = settings.paths.home / "remote" / key / "labels.sqlite"
     partial = index_path.with_name("labels.partial.sqlite")
     description_note = ""
     if not LabelIndex.exists(index_path):

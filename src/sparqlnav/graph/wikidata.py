@@ -144,13 +144,13 @@ class WikidataNames:
 def open_wikidata(settings: Settings) -> KnowledgeGraph:
     """Wikidata (or a mirror set by SPARQLNAV_WIKIDATA_SPARQL / SPARQLNAV_WIKIDATA_API)."""
     endpoint = RemoteEndpoint(
-        settings.wikidata_sparql,
+        settings.wikidata.sparql,
         name="wikidata",
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.user_agent, headers=settings.headers),
-        allowed_services=settings.allowed_services,
+        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        allowed_services=settings.remote.allowed_services,
     )
-    names = WikidataNames(settings.wikidata_api, user_agent=settings.user_agent)
+    names = WikidataNames(settings.wikidata.api, user_agent=settings.remote.user_agent)
     return KnowledgeGraph(
         name="wikidata",
         endpoint=endpoint,

@@ -111,33 +111,6 @@ class LLMConfig(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cache_dir: Path | None = None
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> LLMConfig | None:
-        """Config from OPENAI_* / SPARQLNAV_LLM_* variables; None when no LLM is configured."""
-        given = {k: v for k, v in overrides.items() if v is not None}
-        values: dict[str, Any] = {}
-        for key, var in (
-            ("base_url", "OPENAI_BASE_URL"),
-            ("api_key", "OPENAI_API_KEY"),
-            ("model", "SPARQLNAV_LLM_MODEL"),
-            ("tool_mode", "SPARQLNAV_LLM_TOOL_MODE"),
-            ("cache_dir", "SPARQLNAV_LLM_CACHE"),
-        ):
-            if environ.get(var, "").strip():
-                values[key] = environ[var].strip()
-        prices_path = environ.get("SPARQLNAV_LLM_PRICES", "").strip()
-        if prices_path and "prices" not in given:
-            values["prices"] = load_prices(Path(prices_path))
-        values.update(given)
-        # A model alone would silently go to api.openai.com without a key: treat as unconfigured.
-        if not values.get("model") or not (values.get("base_url") or values.get("api_key")):
-            return None
-        if values.get("tool_mode") not in (None, "native", "react"):
-            raise ValueError(
-                f"SPARQLNAV_LLM_TOOL_MODE must be 'native' or 'react', not {values['tool_mode']!r}"
-            )
-        return cls(**values)
-
     def price(self, model: str | None = None) -> ModelPrice | None:
         """The price entry of `model` (default: the configured model), if any."""
         return self.prices.get(model or self.model)

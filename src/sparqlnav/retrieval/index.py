@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from scipy import sparse
@@ -33,6 +33,9 @@ from sparqlnav.graph.schema import Schema, compute_schema, read_void, schema_fro
 from sparqlnav.retrieval.embed import Embedder, Matrix
 from sparqlnav.retrieval.examples import Example, ExamplesError, examples_from_endpoint
 from sparqlnav.sparql.check import endpoint_key
+
+if TYPE_CHECKING:
+    from sparqlnav.settings import EmbeddingSettings
 
 DocKind = Literal["example", "shape", "endpoint"]
 Mode = Literal["lexical", "dense", "hybrid"]
@@ -1039,12 +1042,12 @@ def open_kg_index(
     home: Path,
     *,
     embedder: Embedder | Literal["auto"] | None = "auto",
-    environ: Mapping[str, str] | None = None,
+    embedding: EmbeddingSettings | None = None,
 ) -> KGIndex | None:
     """The index `build_kg_index` (or `sparqlnav index`) made for this KG, or None when there is none.
 
-    With `embedder="auto"` the embedder named in the manifest is rebuilt (`environ` holds an embedding
-    server's settings); when it cannot be, search is lexical."""
+    With `embedder="auto"` the embedder named in the manifest is rebuilt (`embedding` names an embedding
+    server); when it cannot be, search is lexical."""
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
 
     folder = kg_index_dir(kg, home)
@@ -1054,7 +1057,7 @@ def open_kg_index(
         return None
     if embedder == "auto":
         try:
-            embedder = make_embedder(str(manifest.get("embedder") or "none"), environ=environ)
+            embedder = make_embedder(str(manifest.get("embedder") or "none"), embedding=embedding)
         except EmbedderUnavailable:
             embedder = None
     schemas: dict[str, Schema] = {}

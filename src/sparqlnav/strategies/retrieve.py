@@ -7,7 +7,6 @@ finds nothing, and explain the result. About one LLM call per step; no explorati
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -181,8 +180,9 @@ class Retrieve:
             found = self._contexts.get(key)
             if found is not None:
                 return found
-            home = self._settings().home
-            ctx = open_kg_index(kg, home, environ=os.environ)
+            settings = self._settings()
+            home = settings.paths.home
+            ctx = open_kg_index(kg, home, embedding=settings.embedding)
             if ctx is None:
                 if trace is not None:
                     trace.emit("info", message=f"no retrieval index for {kg.name} yet: building one (schema and "
@@ -437,8 +437,8 @@ class _Run:
         settings = self.strategy._settings()
         # Federated examples name their SERVICE endpoints: those may be called from the target too.
         return RemoteEndpoint(url, limits=settings.limits,
-                              http=HttpOptions(user_agent=settings.user_agent, headers=dict(settings.headers)),
-                              allowed_services=[*settings.allowed_services, *ctx.endpoints])
+                              http=HttpOptions(user_agent=settings.remote.user_agent, headers=dict(settings.remote.headers)),
+                              allowed_services=[*settings.remote.allowed_services, *ctx.endpoints])
 
     def execute(self, ctx: KGIndex, attempt: Attempt) -> QueryResult:
         assert attempt.query is not None
