@@ -18,7 +18,14 @@ import pytest
 from scripted_llm import Call, Error, Hang, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import CallRecord, LLMClient, LLMConfig, Message, trace_recorder
+from sparqlnav.llm.client import (
+    CallRecord,
+    LLMClient,
+    LLMConfig,
+    Message,
+    ModelPrice,
+    trace_recorder,
+)
 from sparqlnav.question.linking import link
 from sparqlnav.retrieval.index import LocalIndex, kg_schema, shape_docs
 from sparqlnav.strategies import explore, retrieve
@@ -62,8 +69,14 @@ def assert_counts_match(answer: Answer, server: ScriptedLLM, served: int) -> Non
     assert len(answer.trace.of_kind("llm_call")) == server.served
 
 
-def run_explore(server: ScriptedLLM, kg: KnowledgeGraph, question: str, **options: Any) -> Answer:
-    with explore.create(config(server), **options) as strategy:
+def run_explore(
+    server: ScriptedLLM,
+    kg: KnowledgeGraph,
+    question: str,
+    llm: dict[str, Any] | None = None,
+    **options: Any,
+) -> Answer:
+    with explore.create(config(server, **(llm or {})), **options) as strategy:
         return strategy.run(question, kg, Trace())
 
 
@@ -116,7 +129,8 @@ def test_explore_counts_a_500_and_a_429_each_as_a_request(
             Reply(text="Scheele and Priestley."),
         ]
     )
-    answer = run_explore(scripted_llm, demo, "Who discovered oxygen?")
+    prices = {"scripted-model": ModelPrice(input=2.0, output=8.0)}
+    answer = run_explore(scripted_llm, demo, "Who discovered oxygen?", llm={"prices": prices})
 
     assert answer.status == "answered"
     assert_counts_match(answer, scripted_llm, 6)
@@ -131,6 +145,9 @@ def test_explore_counts_a_500_and_a_429_each_as_a_request(
     ]
     assert "HTTP 500: overloaded" in recorded[0]["error"]
     assert answer.trace.usage.input_tokens == 4 * 10  # errors carry no tokens
+    # ... and cost a known nothing, so a priced run's cost stays trustworthy.
+    assert all(c["cost_known"] for c in recorded) and recorded[0]["cost_usd"] == 0.0
+    assert answer.trace.usage.cost_usd == pytest.approx(4 * (10 * 2.0 + 5 * 8.0) / 1e6)
 
 
 def test_concurrent_runs_on_shared_clients_each_record_their_own_requests(

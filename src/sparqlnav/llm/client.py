@@ -350,6 +350,7 @@ class _Reporter:
     record: Recorder | None
     purpose: str
     model: str
+    priced: bool  # whether the model has a price: a request without usage then costs a known 0
 
     def __call__(
         self,
@@ -375,7 +376,7 @@ class _Reporter:
                 output_tokens=u.output_tokens,
                 latency_s=latency_s,
                 cost_usd=u.cost_usd,
-                cost_known=u.cost_known,
+                cost_known=u.cost_known if usage is not None else self.priced,
                 status_code=status_code,
                 error=error,
             )
@@ -847,7 +848,7 @@ class LLMClient:
         Every request sent (each retry too) and every cache hit is reported to `record` as a
         CallRecord tagged with `purpose`; see CallRecord for which of them usage counts.
         """
-        reporter = _Reporter(record, purpose, self.config.model)
+        reporter = self._reporter(record, purpose)
         reply, _ = self._exchange(messages, tools, response_format, budget, reporter, _accept_any)
         return reply
 
@@ -875,7 +876,7 @@ class LLMClient:
             "type": "json_schema",
             "json_schema": {"name": _schema_name(schema), "schema": schema_json, "strict": False},
         }
-        reporter = _Reporter(record, purpose, self.config.model)
+        reporter = self._reporter(record, purpose)
 
         def accept(reply: LLMReply) -> M:
             return _validate_json(reply.text, schema)
@@ -983,6 +984,10 @@ class LLMClient:
             raise
         reporter(attempt, outcome, seconds, usage=reply.usage, model=reply.model)
         return value
+
+    def _reporter(self, record: Recorder | None, purpose: str) -> _Reporter:
+        cfg = self.config
+        return _Reporter(record, purpose, cfg.model, priced=cfg.price() is not None)
 
     def _check_budget(self, budget: Budget | None) -> None:
         if budget is not None:
