@@ -113,6 +113,7 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []  # every chat-completions request body, in order
         self.headers: list[dict[str, str]] = []  # the headers of those requests
         self.problems: list[str] = []  # requests the script could not answer
+        self._served = 0  # chat requests answered (replies and errors; not hangs or dropped ones)
         self._steps: list[Step] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -134,6 +135,16 @@ class ScriptedLLM:
         with self._lock:
             self._steps.extend(steps)
         return self
+
+    @property
+    def served(self) -> int:
+        """Chat requests the server answered, errors included (a Hang, or a Delay cut short, is not)."""
+        with self._lock:
+            return self._served
+
+    def _count_served(self) -> None:
+        with self._lock:
+            self._served += 1
 
     @property
     def remaining(self) -> int:
@@ -229,6 +240,8 @@ class ScriptedLLM:
             def _answer(self, body: dict[str, Any], step: Step | None, serial: int) -> None:
                 while callable(step):  # a function of the request computes the step
                     step = step(body)
+                if not isinstance(step, Delay | Hang):
+                    server._count_served()  # before the answer leaves, so a client never sees it first
                 if step is None:
                     server.problems.append(f"request {serial}: script exhausted")
                     self._error(500, "scripted_llm: script exhausted")

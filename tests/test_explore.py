@@ -335,7 +335,11 @@ def test_429_then_200_is_retried(scripted_llm: ScriptedLLM, demo: KnowledgeGraph
     assert answer.status == "answered" and values(answer) == gold_demo("demo-01")
     assert len(scripted_llm.requests) == 6
     assert scripted_llm.requests[0] == scripted_llm.requests[1]  # the same request, sent again
-    assert answer.trace.finish().llm_calls == 5  # the refused attempt is no call
+    # The refused attempt was served too: it is counted, as its own request marked attempt 1.
+    assert answer.trace.finish().llm_calls == 6
+    first, retried = kinds(answer, "llm_call")[:2]
+    assert (first["attempt"], first["outcome"], first["status_code"]) == (1, "http_error", 429)
+    assert (retried["attempt"], retried["outcome"]) == (2, "ok")
 
 
 def test_a_server_that_never_answers_ends_with_a_clear_error(

@@ -63,7 +63,8 @@ class Trace:
             self.events.append(event)
             if kind == "sparql":
                 self.usage.sparql_queries += 1
-            elif kind == "llm_call":
+            elif kind == "llm_call" and data.get("served", True):
+                # Requests the LLM server answered; timeouts and cache hits are events but cost nothing.
                 self.usage.llm_calls += 1
                 self.usage.input_tokens += int(data.get("input_tokens", 0) or 0)
                 self.usage.output_tokens += int(data.get("output_tokens", 0) or 0)

@@ -7,7 +7,6 @@ Oxigraph server process and reuses it, so local and remote data share one code p
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import enum
 import heapq
 import io
@@ -26,6 +25,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav import __version__
 from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, check_query
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -141,6 +141,7 @@ class HttpOptions:
     user_agent: str = USER_AGENT
     method: str = "auto"  # auto: GET for short queries, POST for long ones
     retries: int = 3
+    backoff_s: float = 0.5  # the first wait when the server gives no Retry-After; doubles per retry
     max_backoff_s: float = 30.0
 
 
@@ -208,22 +209,6 @@ class _CappedReader(io.RawIOBase):
         return n
 
 
-def _retry_after(response: httpx.Response, attempt: int, cap: float) -> float:
-    """Seconds to wait before retrying: the server's Retry-After when given, else exponential backoff."""
-    header = response.headers.get("retry-after")
-    if header:
-        try:
-            return min(cap, max(0.0, float(header)))
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(header)
-            except (TypeError, ValueError):
-                when = None  # an unreadable Retry-After: fall back to our own backoff
-            if when is not None:
-                return min(cap, max(0.0, when.timestamp() - time.time()))
-    return min(cap, 0.5 * 2**attempt)
-
-
 def _looks_like_syntax_error(status: int, text: str) -> bool:
     lowered = text.lower()
     return status == 400 and any(
@@ -287,37 +272,35 @@ class RemoteEndpoint:
     def _run(
         self, sparql: str, form: QueryForm, start: float, deadline: float, limit: float
     ) -> QueryResult:
-        attempt = 0
-        while True:
-            try:
-                return self._attempt(sparql, form, deadline, limit, attempt)
-            except _Retryable as exc:
-                wait = exc.wait
-                if attempt >= self.http.retries or time.monotonic() + wait > deadline:
-                    return QueryResult(
-                        sparql, Outcome.ENGINE_ERROR, message=exc.message, endpoint=self.name
-                    )
-                attempt += 1
-                self._sleep(wait)
-            except (_Deadline, httpx.TimeoutException):
-                return QueryResult(
-                    sparql,
-                    Outcome.TIMEOUT,
-                    message=f"the query did not finish within {limit:g} s",
-                    endpoint=self.name,
-                )
-            except (httpx.TransportError, RuntimeError) as exc:
-                # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
-                return QueryResult(
-                    sparql,
-                    Outcome.UNREACHABLE,
-                    message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
-                    endpoint=self.name,
-                )
-            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-                return QueryResult(
-                    sparql, Outcome.ENGINE_ERROR, message=f"{type(exc).__name__}: {exc}", endpoint=self.name
-                )
+        policy = RetryPolicy(self.http.retries, self.http.backoff_s, self.http.max_backoff_s)
+        try:
+            return with_retries(
+                lambda _: self._attempt(sparql, form, deadline, limit),
+                policy,
+                time_left=lambda: deadline - time.monotonic(),
+                sleep=self._sleep,
+            )
+        except GaveUp as exc:
+            return QueryResult(sparql, Outcome.ENGINE_ERROR, message=exc.last.reason, endpoint=self.name)
+        except (_Deadline, httpx.TimeoutException):
+            return QueryResult(
+                sparql,
+                Outcome.TIMEOUT,
+                message=f"the query did not finish within {limit:g} s",
+                endpoint=self.name,
+            )
+        except (httpx.TransportError, RuntimeError) as exc:
+            # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
+            return QueryResult(
+                sparql,
+                Outcome.UNREACHABLE,
+                message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
+                endpoint=self.name,
+            )
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            return QueryResult(
+                sparql, Outcome.ENGINE_ERROR, message=f"{type(exc).__name__}: {exc}", endpoint=self.name
+            )
 
     def _request(self, sparql: str, form: QueryForm, deadline: float) -> httpx.Request:
         accept = (
@@ -340,16 +323,16 @@ class RemoteEndpoint:
             "POST", self.url, content=sparql.encode(), headers=headers, timeout=timeout
         )
 
-    def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float, attempt: int = 0) -> QueryResult:
+    def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float) -> QueryResult:
         request = self._request(sparql, form, deadline)
         response = self._client.send(request, stream=True)
         # Per-read timeouts alone let a slowly streaming body run past the limit; close it at the deadline.
         ticket = _WATCHDOG.watch(deadline, response.close)
         try:
             if response.status_code in (429, 502, 503, 504):
-                raise _Retryable(
+                raise Retryable(
                     f"{self.url} answered HTTP {response.status_code}",
-                    _retry_after(response, attempt, self.http.max_backoff_s),
+                    asked=retry_after(response.headers),
                 )
             if response.status_code >= 400:
                 text = _read_text(response, 4000, deadline)
@@ -480,13 +463,6 @@ class RemoteEndpoint:
                 )
             table.truncated, table.cap = True, f"max {self.limits.max_bytes} bytes"
         return _finish(sparql, table, self.name)
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, wait: float) -> None:
-        super().__init__(message)
-        self.message = message
-        self.wait = wait
 
 
 _PLAIN_TYPES = ("http://www.w3.org/2001/XMLSchema#string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import email.utils
 import hashlib
 import json
 import os
@@ -13,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -21,12 +19,18 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
+
 if TYPE_CHECKING:
     import openai  # imported when a client is made: it takes a second, and many runs need no LLM
+
+    from sparqlnav.trace import Trace
 
 __all__ = [
     "Budget",
     "BudgetExceeded",
+    "CallOutcome",
+    "CallRecord",
     "LLMClient",
     "LLMConfig",
     "LLMError",
@@ -34,6 +38,7 @@ __all__ = [
     "LLMReply",
     "Message",
     "ModelPrice",
+    "Recorder",
     "StructuredReply",
     "ToolCall",
     "ToolSpec",
@@ -42,11 +47,13 @@ __all__ = [
     "extract_json_object",
     "load_prices",
     "parse_react",
+    "trace_recorder",
 ]
 
 ToolMode = Literal["native", "react"]
 Role = Literal["system", "user", "assistant", "tool"]
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 # Statuses worth another try: rate limits, timeouts/conflicts reported by proxies, server faults.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -74,6 +81,8 @@ class BudgetExceeded(LLMError):
 
 class LLMOutputError(LLMError):
     """The model answered, but not with what was asked for (e.g. JSON that fails the schema)."""
+
+    reply: LLMReply | None = None  # the answer that could not be used, when there was one
 
 
 # ---------------------------------------------------------------- configuration
@@ -252,6 +261,99 @@ class UsageTotals:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""
         return asdict(self)
+
+
+CallOutcome = Literal["ok", "http_error", "timeout", "unreachable", "unparseable", "cached"]
+# Outcomes of requests the server answered: the requests a run's usage counts.
+SERVED_OUTCOMES: frozenset[CallOutcome] = frozenset({"ok", "http_error", "unparseable"})
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One request sent to the LLM server (each retry is its own), or one reply taken from the cache.
+
+    `served` requests are those the server answered: a reply (`ok`), an HTTP error (`http_error`) or
+    output that could not be used (`unparseable`); they are what usage counts. A `timeout` or an
+    `unreachable` server got no answer, and a `cached` reply sent no request: these are recorded but
+    not counted (a cache hit carries the tokens of the reply it replays, for information only).
+    """
+
+    purpose: str
+    model: str
+    attempt: int  # 1 for the first request of a call, 2 for its first retry, …
+    outcome: CallOutcome
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cost_known: bool = False
+    status_code: int | None = None
+    error: str | None = None
+
+    @property
+    def served(self) -> bool:
+        """Whether the server answered this request (so usage counts it)."""
+        return self.outcome in SERVED_OUTCOMES
+
+    def event_data(self) -> dict[str, Any]:
+        """The data of this request's `llm_call` trace event."""
+        data = asdict(self)
+        data.update(latency_s=round(self.latency_s, 4), served=self.served, cached=self.outcome == "cached")
+        return {k: v for k, v in data.items() if v is not None}
+
+
+# Receives every request a call sends; passed with each call so that a client shared by concurrent
+# runs reports each request to the run that made it.
+Recorder = Callable[[CallRecord], None]
+
+
+def trace_recorder(trace: Trace) -> Recorder:
+    """A recorder writing each request as an `llm_call` event of `trace` (which keeps the usage)."""
+
+    def record(call: CallRecord) -> None:
+        trace.emit("llm_call", **call.event_data())
+
+    return record
+
+
+@dataclass(frozen=True)
+class _Reporter:
+    """Reports the requests of one call to its recorder, if it has one."""
+
+    record: Recorder | None
+    purpose: str
+    model: str
+    priced: bool  # whether the model has a price: a request without usage then costs a known 0
+
+    def __call__(
+        self,
+        attempt: int,
+        outcome: CallOutcome,
+        latency_s: float,
+        *,
+        usage: Usage | None = None,
+        model: str | None = None,
+        status_code: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        if self.record is None:
+            return
+        u = usage or Usage()
+        self.record(
+            CallRecord(
+                purpose=self.purpose,
+                model=model or self.model,
+                attempt=attempt,
+                outcome=outcome,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                latency_s=latency_s,
+                cost_usd=u.cost_usd,
+                cost_known=u.cost_known if usage is not None else self.priced,
+                status_code=status_code,
+                error=error,
+            )
+        )
 
 
 @dataclass
@@ -646,30 +748,6 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _retry_after(headers: Mapping[str, str], now: Callable[[], datetime]) -> float | None:
-    """Seconds the server asked us to wait (Retry-After / retry-after-ms), if it said."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now()).total_seconds())
-
-
 def _default_template() -> str:
     return (
         resources.files(__package__).joinpath("react_tools.md").read_text(encoding="utf-8")
@@ -735,28 +813,16 @@ class LLMClient:
         response_format: Mapping[str, Any] | None = None,
         *,
         budget: Budget | None = None,
+        purpose: str = "chat",
+        record: Recorder | None = None,
     ) -> LLMReply:
-        """One chat completion; tool calls come back parsed whatever the tool mode."""
-        budget = budget if budget is not None else self.budget
-        self._check_budget(budget)
-        tools = list(tools or ())
-        body = self._request_body(messages, tools, response_format)
-        started = self._clock()
-        reply: LLMReply | None = None
-        key = _ReplyCache.key(body) if self._cache else None
-        if self._cache and key:
-            reply = self._cache.get(key)
-            if reply is not None:
-                usage = reply.usage.model_copy(
-                    update={"cached": True, "latency_s": self._clock() - started}
-                )
-                reply = reply.model_copy(update={"usage": usage})
-        if reply is None:
-            data = self._send(body, budget)
-            reply = self._reply_from(data, tools, messages, self._clock() - started)
-            if self._cache and key:
-                self._cache.put(key, body, reply)
-        self._account(reply.usage, budget)
+        """One chat completion; tool calls come back parsed whatever the tool mode.
+
+        Every request sent (each retry too) and every cache hit is reported to `record` as a
+        CallRecord tagged with `purpose`; see CallRecord for which of them usage counts.
+        """
+        reporter = self._reporter(record, purpose)
+        reply, _ = self._exchange(messages, tools, response_format, budget, reporter, _accept_any)
         return reply
 
     def chat_json(
@@ -766,8 +832,13 @@ class LLMClient:
         *,
         budget: Budget | None = None,
         repairs: int = 0,
+        purpose: str = "structured",
+        record: Recorder | None = None,
     ) -> StructuredReply[M]:
-        """A reply validated against a pydantic model (json_schema response format, else text)."""
+        """A reply validated against a pydantic model (json_schema response format, else text).
+
+        Requests are reported to `record` as in `chat`; a reply that fails the schema is `unparseable`.
+        """
         schema_json = schema.model_json_schema()
         note = (
             "Reply with one JSON object that matches this JSON Schema, and nothing else:\n"
@@ -778,16 +849,23 @@ class LLMClient:
             "type": "json_schema",
             "json_schema": {"name": _schema_name(schema), "schema": schema_json, "strict": False},
         }
+        reporter = self._reporter(record, purpose)
+
+        def accept(reply: LLMReply) -> M:
+            return _validate_json(reply.text, schema)
+
         error: LLMOutputError | None = None
         for _ in range(repairs + 1):
-            reply = self._chat_structured(convo, response_format, budget)
             try:
-                return StructuredReply(value=_validate_json(reply.text, schema), reply=reply)
+                reply, value = self._chat_structured(convo, response_format, budget, reporter, accept)
+                return StructuredReply(value=value, reply=reply)
             except LLMOutputError as exc:
+                if exc.reply is None:
+                    raise
                 error = exc
                 convo = [
                     *convo,
-                    reply.as_message(),
+                    exc.reply.as_message(),
                     Message.user(
                         f"That reply could not be used: {exc}. Reply again with only the JSON object."
                     ),
@@ -798,21 +876,91 @@ class LLMClient:
     # -- internals
 
     def _chat_structured(
-        self, convo: Sequence[Message], response_format: Mapping[str, Any], budget: Budget | None
-    ) -> LLMReply:
+        self,
+        convo: Sequence[Message],
+        response_format: Mapping[str, Any],
+        budget: Budget | None,
+        reporter: _Reporter,
+        accept: Callable[[LLMReply], T],
+    ) -> tuple[LLMReply, T]:
         if self._json_schema_supported is not False:
             try:
-                reply = self.chat(convo, response_format=response_format, budget=budget)
+                result = self._exchange(convo, None, response_format, budget, reporter, accept)
                 self._json_schema_supported = True
-                return reply
+                return result
             except BudgetExceeded:
+                raise
+            except LLMOutputError as exc:
+                if exc.reply is not None:  # the server took the response format and answered
+                    self._json_schema_supported = True
                 raise
             except LLMError as exc:
                 # Servers without structured output answer 400/422; fall back to plain text.
                 if exc.status_code not in (400, 422) or self._json_schema_supported:
                     raise
                 self._json_schema_supported = False
-        return self.chat(convo, budget=budget)
+        return self._exchange(convo, None, None, budget, reporter, accept)
+
+    def _exchange(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        response_format: Mapping[str, Any] | None,
+        budget: Budget | None,
+        reporter: _Reporter,
+        accept: Callable[[LLMReply], T],
+    ) -> tuple[LLMReply, T]:
+        """One reply (from the cache or the server) and what `accept` makes of it, every request reported."""
+        budget = budget if budget is not None else self.budget
+        self._check_budget(budget)
+        tools = list(tools or ())
+        body = self._request_body(messages, tools, response_format)
+        started = self._clock()
+        key = _ReplyCache.key(body) if self._cache else None
+        if self._cache and key:
+            stored = self._cache.get(key)
+            if stored is not None:
+                usage = stored.usage.model_copy(
+                    update={"cached": True, "latency_s": self._clock() - started}
+                )
+                reply = stored.model_copy(update={"usage": usage})
+                self._account(reply.usage, budget)
+                return reply, self._accepted(reply, accept, reporter, 1, "cached")
+        data, attempt, latency = self._send(body, budget, reporter)
+        try:
+            reply = self._reply_from(data, tools, messages, self._clock() - started)
+        except LLMError as exc:
+            reporter(attempt, "unparseable", latency, error=str(exc))
+            raise
+        if self._cache and key:
+            self._cache.put(key, body, reply)
+        self._account(reply.usage, budget)
+        return reply, self._accepted(reply, accept, reporter, attempt, "ok", latency)
+
+    def _accepted(
+        self,
+        reply: LLMReply,
+        accept: Callable[[LLMReply], T],
+        reporter: _Reporter,
+        attempt: int,
+        outcome: CallOutcome,
+        latency: float | None = None,
+    ) -> T:
+        """`accept(reply)`, reporting the request as `outcome`, or as unparseable when it fails."""
+        seconds = reply.usage.latency_s if latency is None else latency
+        try:
+            value = accept(reply)
+        except LLMOutputError as exc:
+            exc.reply = reply
+            failed: CallOutcome = "cached" if outcome == "cached" else "unparseable"
+            reporter(attempt, failed, seconds, usage=reply.usage, model=reply.model, error=str(exc))
+            raise
+        reporter(attempt, outcome, seconds, usage=reply.usage, model=reply.model)
+        return value
+
+    def _reporter(self, record: Recorder | None, purpose: str) -> _Reporter:
+        cfg = self.config
+        return _Reporter(record, purpose, cfg.model, priced=cfg.price() is not None)
 
     def _check_budget(self, budget: Budget | None) -> None:
         if budget is not None:
@@ -854,57 +1002,72 @@ class LLMClient:
             body["response_format"] = dict(response_format)
         return body
 
-    def _send(self, body: dict[str, Any], budget: Budget | None) -> dict[str, Any]:
+    def _send(
+        self, body: dict[str, Any], budget: Budget | None, reporter: _Reporter
+    ) -> tuple[dict[str, Any], int, float]:
+        """The decoded answer, the attempt that got it and its latency; retries as configured."""
         cfg = self.config
         where = f"{cfg.base_url or 'api.openai.com'} ({cfg.model})"
-        attempts = cfg.max_retries + 1
-        last = ""
         import openai
 
-        for attempt in range(1, attempts + 1):
+        def attempt(number: int) -> tuple[dict[str, Any], int, float]:
             timeout = cfg.timeout_s
             remaining = budget.remaining_seconds() if budget else None
             if remaining is not None:
                 timeout = max(0.001, min(timeout, remaining))
-            delay = min(cfg.max_backoff_s, cfg.retry_backoff_s * 2 ** (attempt - 1))
-            status: int | None = None
+            started = self._clock()
             try:
                 raw = self._sdk.chat.completions.with_raw_response.create(**body, timeout=timeout)
-                return _decode_body(raw.text, where)
-            except openai.APITimeoutError:
+            except openai.APITimeoutError as exc:
                 last = f"no answer within {timeout:g} s"
+                reporter(number, "timeout", self._clock() - started, error=last)
+                raise _Failure(last) from exc
             except openai.APIConnectionError as exc:
                 last = f"connection failed ({_one_line(str(exc.__cause__ or exc))})"
+                reporter(number, "unreachable", self._clock() - started, error=last)
+                raise _Failure(last) from exc
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 last = f"HTTP {status}: {_server_message(exc)}"
+                reporter(number, "http_error", self._clock() - started, status_code=status, error=last)
                 if status not in RETRY_STATUSES:
                     raise LLMError(
-                        f"LLM request to {where} failed: {last}",
-                        status_code=status,
-                        attempts=attempt,
+                        f"LLM request to {where} failed: {last}", status_code=status, attempts=number
                     ) from exc
-                asked = _retry_after(exc.response.headers, lambda: datetime.now(UTC))
-                if asked is not None:
-                    if asked > cfg.max_retry_after_s:
-                        raise LLMError(
-                            f"LLM request to {where} failed: {last}; server asks to wait {asked:.0f} s "
-                            f"(more than {cfg.max_retry_after_s:g} s)",
-                            status_code=status,
-                            attempts=attempt,
-                        ) from exc
-                    delay = asked
-            if attempt == attempts:
+                raise _Failure(last, status, retry_after(exc.response.headers)) from exc
+            latency = self._clock() - started
+            try:
+                return _decode_body(raw.text, where), number, latency
+            except LLMError as exc:
+                reporter(number, "unparseable", latency, error=str(exc))
+                exc.attempts = number
+                raise
+
+        policy = RetryPolicy(
+            cfg.max_retries, cfg.retry_backoff_s, cfg.max_backoff_s, cfg.max_retry_after_s
+        )
+        time_left = budget.remaining_seconds if budget is not None else lambda: None
+        try:
+            return with_retries(attempt, policy, time_left=time_left, sleep=self._sleep)
+        except GaveUp as gave_up:
+            last = gave_up.last.reason
+            status_code = gave_up.last.status_code if isinstance(gave_up.last, _Failure) else None
+            if gave_up.why == "retry_after":
                 raise LLMError(
-                    f"LLM request to {where} failed after {attempts} attempt(s): {last}",
-                    status_code=status,
-                    attempts=attempt,
-                )
-            left = budget.remaining_seconds() if budget is not None else None
-            if left is not None and left <= delay:
-                raise BudgetExceeded(f"LLM time budget would run out while retrying ({last})")
-            self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                    f"LLM request to {where} failed: {last}; server asks to wait {gave_up.wait:.0f} s "
+                    f"(more than {cfg.max_retry_after_s:g} s)",
+                    status_code=status_code,
+                    attempts=gave_up.attempts,
+                ) from gave_up.last
+            if gave_up.why == "deadline":
+                raise BudgetExceeded(
+                    f"LLM time budget would run out while retrying ({last})"
+                ) from gave_up.last
+            raise LLMError(
+                f"LLM request to {where} failed after {gave_up.attempts} attempt(s): {last}",
+                status_code=status_code,
+                attempts=gave_up.attempts,
+            ) from gave_up.last
 
     def _reply_from(
         self,
@@ -952,6 +1115,18 @@ class LLMClient:
             cost_known=price is not None,
             latency_s=latency,
         )
+
+
+def _accept_any(reply: LLMReply) -> None:
+    """Any reply will do (plain chat)."""
+
+
+class _Failure(Retryable):
+    """A request that may succeed when sent again, with the HTTP status it got, if any."""
+
+    def __init__(self, reason: str, status_code: int | None = None, asked: float | None = None) -> None:
+        super().__init__(reason, asked=asked)
+        self.status_code = status_code
 
 
 def _decode_body(text: str, where: str) -> dict[str, Any]:

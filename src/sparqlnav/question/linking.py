@@ -507,22 +507,14 @@ Entities: chemical element — a species of atoms with a given number of protons
 
 def llm_mentions(llm: LLMClient, question: str, *, trace: Trace | None = None) -> list[Mention]:
     """SPAGHETTI-style mentions: the LLM names each entity and describes it in ≤10 words."""
-    from sparqlnav.llm.client import Message
+    from sparqlnav.llm.client import Message, trace_recorder
 
-    started = time.monotonic()
     reply = llm.chat_json(
-        [Message.system(LLM_MENTION_PROMPT), Message.user(f"Question: {question}")], LLMEntities
+        [Message.system(LLM_MENTION_PROMPT), Message.user(f"Question: {question}")],
+        LLMEntities,
+        purpose="entity mentions",
+        record=trace_recorder(trace) if trace is not None else None,
     )
-    if trace is not None:
-        usage = reply.reply.usage
-        trace.emit(
-            "llm_call",
-            purpose="entity mentions",
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-            latency_s=round(time.monotonic() - started, 4),
-        )
     tokens = tokenize(question)
     out: list[Mention] = []
     for ent in reply.value.entities:

@@ -43,6 +43,7 @@ from sparqlnav.llm.client import (
     LLMReply,
     Message,
     ToolCall,
+    trace_recorder,
 )
 from sparqlnav.sparql.guard import declared_prefixes, tokens
 from sparqlnav.strategies.prompts import prompt_text
@@ -189,6 +190,7 @@ class _Run:
         self.fired: Counter[str] = Counter()
         self.note: str | None = None  # told once to the model after a rollback
         self.budget = Budget(max_seconds=self.o.max_seconds)  # per run, passed to every call
+        self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
         self.policy, self.helper = agent.clients()
         self.system = self._system_prompt()
 
@@ -377,21 +379,12 @@ class _Run:
     def _chat(
         self, client: LLMClient, messages: list[Message], purpose: str, tools: bool = False
     ) -> LLMReply:
-        reply = client.chat(messages, EXPLORE_TOOLS if tools else None, budget=self.budget)
-        self._account(reply, purpose)
-        return reply
-
-    def _account(self, reply: LLMReply, purpose: str) -> None:
-        u = reply.usage
-        self.trace.emit(
-            "llm_call",
+        return client.chat(
+            messages,
+            EXPLORE_TOOLS if tools else None,
+            budget=self.budget,
             purpose=purpose,
-            model=reply.model,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            latency_s=round(u.latency_s, 4),
-            cost_usd=u.cost_usd,
-            cached=u.cached,
+            record=self.record,
         )
 
     # ------------------------------------------------------------ entity pruning (SPINACH)
@@ -406,12 +399,15 @@ class _Run:
         user = f"Question: {self.question}\n\nEntity page:\n{page.to_text(self.kg)}"
         try:
             got = self.helper.chat_json(
-                [Message.system(system), Message.user(user)], _Keep, budget=self.budget
+                [Message.system(system), Message.user(user)],
+                _Keep,
+                budget=self.budget,
+                purpose="prune",
+                record=self.record,
             )
         except LLMOutputError as exc:
             self.trace.emit("info", message=f"entity not pruned: {exc}")
             return page
-        self._account(got.reply, "prune")
         wanted = {self._property_key(k) for k in got.value.keep}
         always = set(self.kg.vocab.labels) | set(self.kg.vocab.descriptions)
         edges = [
@@ -511,9 +507,7 @@ class _Run:
         result = table.to_markdown(self.kg.prefixes, self._labels(table), head=10, tail=10)
         user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
         messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
-        reply = self.helper.chat(messages, budget=self.budget)
-        self._account(reply, "answer")
-        return reply.text.strip()
+        return self._chat(self.helper, messages, "answer").text.strip()
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Explore:

@@ -29,8 +29,9 @@ from sparqlnav.llm.client import (
     LLMOutputError,
     LLMReply,
     Message,
+    Recorder,
     ToolCall,
-    UsageTotals,
+    trace_recorder,
 )
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
@@ -214,6 +215,7 @@ class _Run:
     kg: KnowledgeGraph
     trace: Trace
     client: LLMClient = field(init=False)
+    record: Recorder = field(init=False)
     options: RetrieveOptions = field(init=False)
     messages: list[Message] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -221,6 +223,7 @@ class _Run:
 
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
+        self.record = trace_recorder(self.trace)  # the client reports each request it sends
         self.options = self.strategy.options
 
     def close(self) -> None:
@@ -229,16 +232,8 @@ class _Run:
             endpoint.close()
 
     # -- llm
-    def _account(self, reply: LLMReply, purpose: str) -> None:
-        u = reply.usage
-        self.trace.emit("llm_call", purpose=purpose, model=reply.model, input_tokens=u.input_tokens,
-                        output_tokens=u.output_tokens, latency_s=round(u.latency_s, 4), cost_usd=u.cost_usd,
-                        cached=u.cached)
-
     def _chat(self, messages: Sequence[Message], purpose: str) -> LLMReply:
-        reply = self.client.chat(messages)
-        self._account(reply, purpose)
-        return reply
+        return self.client.chat(messages, purpose=purpose, record=self.record)
 
     # -- steps
     def go(self) -> Answer:
@@ -279,31 +274,16 @@ class _Run:
 
     def decompose(self) -> Decomposition:
         messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.question)]
-        before = self.client.totals
         try:
-            found = self.client.chat_json(messages, Decomposition, repairs=1)
+            found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record)
         except LLMOutputError as exc:
             # Retrieval still works with the question alone.
             self.trace.emit("info", message=f"question not decomposed: {exc}")
             return Decomposition()
-        finally:
-            self._account_since(before, "decompose")
         parts = found.value
         self.trace.emit("thought", text="Sub-questions: " + ("; ".join(parts.sub_questions) or "(none)")
                         + ". Classes: " + (", ".join(parts.classes) or "(none)") + ".")
         return parts
-
-    def _account_since(self, before: UsageTotals, purpose: str) -> None:
-        """Record the calls made since `before` (structured output may repair, and a failed call still costs)."""
-        after = self.client.totals
-        for n in range(after.llm_calls - before.llm_calls):
-            first = n == 0
-            self.trace.emit("llm_call", purpose=purpose, model=self.strategy.llm.model,
-                            input_tokens=after.input_tokens - before.input_tokens if first else 0,
-                            output_tokens=after.output_tokens - before.output_tokens if first else 0,
-                            latency_s=round(after.seconds - before.seconds, 4) if first else 0.0,
-                            cost_usd=after.cost_usd - before.cost_usd if first else 0.0,
-                            cached=after.cached_calls > before.cached_calls)
 
     def _excluded(self, index: RetrievalIndex) -> set[str]:
         splits = self.strategy.example_splits
@@ -497,7 +477,8 @@ class _Run:
     def finish(self, sparql: str | None, table: ResultTable | None, status: Status, text: str,
                *, error: str | None = None) -> Answer:
         self.trace.emit("answer", text=text, status=status, sparql=sparql)
-        fixes = sum(1 for e in self.trace.of_kind("llm_call") if str(e.data.get("purpose", "")).startswith("fix"))
+        # One per fix asked for, however many requests (retries) it took.
+        fixes = len({p for e in self.trace.of_kind("llm_call") if (p := str(e.data.get("purpose", ""))).startswith("fix")})
         last = self.attempts[-1] if self.attempts else None
         return Answer(
             question=self.question,
