@@ -24,10 +24,12 @@ from sparqlnav.feedback.eraser import (
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm.client import ToolCall
+from sparqlnav.strategies.explore import EXPLORE_TOOLS as EXPLORE_REGISTRY
 from sparqlnav.strategies.explore import with_prefixes
-from sparqlnav.tools.toolkit import EXPLORE_TOOLS, Toolkit
+from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
+EXPLORE_TOOLS = EXPLORE_REGISTRY.specs()  # what the agent offers the model
 WD = "https://demo.sparqlnav.org/entity/"
 DISCOVERERS_OF_OXYGEN = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who }"
 

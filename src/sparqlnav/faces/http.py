@@ -1,314 +1,70 @@
 """The HTTP face of sparqlnav: a JSON API with live streaming of every step, the TEXT2SPARQL endpoint, the
-web UI, OpenAPI docs and MCP over streamable HTTP, all from one FastAPI app built by `create_app`.
-
-Strategies are synchronous (LLM and SPARQL calls block), so each run happens in a worker thread; its trace
-events cross into the event loop with `call_soon_threadsafe` and leave as server-sent events.
+web UI, OpenAPI docs and MCP over streamable HTTP, all from one FastAPI app built by `create_app` out of the
+routers in `routes_ask` (questions), `routes_tools` (the registry's tools, queries, lookups) and `routes_meta`
+(health, info, UI, docs), over the `Service` they share (`faces.service`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hmac
 import json
 import logging
 import math
-import re
 import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparqlnav import __version__
-from sparqlnav.answer import Answer, Strategy
-from sparqlnav.graph.endpoint import Outcome
-from sparqlnav.graph.kg import KGError, KnowledgeGraph
-from sparqlnav.graph.opening import open_kg
-from sparqlnav.graph.results import ResultTable
+from sparqlnav.faces.routes_ask import ask_routes
+from sparqlnav.faces.routes_meta import meta_routes, web_dir
+from sparqlnav.faces.routes_tools import tool_routes
+from sparqlnav.faces.service import (
+    KGPool,
+    ServeConfig,
+    Service,
+    StrategyFactory,
+    Workers,
+    kg_name,
+    parse_kgs,
+    parse_pairs,
+)
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
-from sparqlnav.trace import Event, Trace
 
 if TYPE_CHECKING:
-    from sparqlnav.faces.mcp import McpTools
     from sparqlnav.llm.client import LLMConfig
+
+__all__ = [
+    "Guard",
+    "JsonFormatter",
+    "RateLimiter",
+    "ServeConfig",
+    "app_factory",
+    "background",
+    "configure_logging",
+    "create_app",
+    "kg_name",
+    "parse_kgs",
+    "parse_pairs",
+    "web_dir",
+]
 
 log = logging.getLogger("sparqlnav.faces.http")
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-DEFAULT_RATE_LIMIT = 120.0  # requests per minute per client when serving beyond this machine
-PING_S = 15.0  # keep-alive comment on quiet streams so proxies do not cut them
 PROTECTED = ("/api/", "/mcp", "/text2sparql")  # what the token and the rate limit guard
-StrategyFactory = Callable[[str, "LLMConfig | None"], Strategy]
-T = TypeVar("T")
-
-_NAME = re.compile(r"^[A-Za-z][\w.-]*$")
-
-
-# -- configuration ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """What the server offers and how it protects itself."""
-
-    kgs: Mapping[str, str] = field(default_factory=dict)  # name -> --kg spec; first = default; none: demo
-    host: str = "127.0.0.1"
-    strategy: str = "auto"
-    text2sparql_strategy: str | None = None  # None: `strategy`
-    datasets: Mapping[str, str] = field(default_factory=dict)  # TEXT2SPARQL dataset id -> KG name
-    token: str | None = None  # bearer token for /api, /mcp, /text2sparql (None: open)
-    rate_limit: float | None = None  # requests per minute per client (None: unlimited)
-    cors_origins: tuple[str, ...] = ()
-    request_timeout_s: float = 300.0
-    max_concurrent: int = 64
-    max_question_chars: int = 2000
-    max_query_chars: int = 100_000
-    mcp: bool = True
-    eager: bool = True  # open every KG at start-up rather than on first use
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> ServeConfig:
-        """The server's part of the settings; keyword overrides (command-line options) win unless None; the
-        rate limit is on by default off-host."""
-        serve = settings.serve
-        values: dict[str, Any] = {
-            "host": serve.host,
-            "strategy": serve.strategy,
-            "text2sparql_strategy": serve.text2sparql_strategy,
-            "token": serve.token.get_secret_value() if serve.token else None,
-            "cors_origins": serve.cors_origins,
-            "request_timeout_s": serve.request_timeout_s,
-            "max_concurrent": serve.max_concurrent,
-        }
-        if serve.kgs:
-            values["kgs"] = parse_kgs(serve.kgs)
-        if serve.datasets:
-            values["datasets"] = parse_pairs(serve.datasets)
-        if serve.rate_limit is not None:
-            values["rate_limit"] = serve.rate_limit
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if "rate_limit" not in values:
-            values["rate_limit"] = None if values["host"] in LOOPBACK else DEFAULT_RATE_LIMIT
-        elif values["rate_limit"] is not None and values["rate_limit"] <= 0:
-            values["rate_limit"] = None
-        return cls(**values)
-
-
-def kg_name(spec: str) -> str:
-    """The name `open_kg` gives a --kg value (demo, wikidata, the endpoint URL, the file or folder name), so
-    the names clients pick match the names in messages and index folders."""
-    spec = spec.strip()
-    if spec in ("", "demo", "wikidata"):
-        return spec or "demo"
-    if spec.startswith(("http://", "https://")):
-        return spec
-    return Path(spec).expanduser().name or spec
-
-
-def parse_kgs(values: Iterable[str]) -> dict[str, str]:
-    """`--kg` values, each `spec` or `name=spec`, as an ordered name -> spec map (names made unique)."""
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, spec = raw.partition("=")
-        if not (sep and _NAME.match(name) and spec):
-            name, spec = kg_name(raw), raw
-        base, n = name, 2
-        while name in out:
-            name, n = f"{base}-{n}", n + 1
-        out[name] = spec
-    return out
-
-
-def parse_pairs(values: Iterable[str]) -> dict[str, str]:
-    """`key=value` items (keys may contain '=' only before the last one, e.g. URLs with queries)."""
-    out: dict[str, str] = {}
-    for raw in values:
-        key, sep, value = raw.rpartition("=")
-        if not sep or not key or not value:
-            raise ValueError(f"expected KEY=VALUE, got {raw!r}")
-        out[key] = value
-    return out
-
-
-# -- knowledge graphs -----------------------------------------------------------------------------
-
-
-class UnknownKG(KeyError):
-    """A KG name this server does not offer."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class KGPool:
-    """The server's knowledge graphs by name, opened once (eagerly or on first use) and closed at shutdown."""
-
-    def __init__(
-        self,
-        specs: Mapping[str, str],
-        settings: Settings,
-        *,
-        opened: Mapping[str, KnowledgeGraph] | None = None,
-    ) -> None:
-        self.settings = settings
-        self._specs = dict(specs)
-        self._given = dict(opened or {})  # owned by the caller: never closed here
-        self._open: dict[str, KnowledgeGraph] = dict(self._given)
-        self._locks = {name: threading.Lock() for name in [*self._given, *self._specs]}
-        if not self._locks:
-            raise ValueError("a server needs at least one knowledge graph")
-
-    def names(self) -> list[str]:
-        """Names on offer; the first is the default."""
-        return list(self._locks)
-
-    @property
-    def default(self) -> str:
-        """The default KG's name."""
-        return self.names()[0]
-
-    def resolve(self, name: str | None) -> str:
-        """A valid name for `name` (None or empty: the default); raises UnknownKG."""
-        if not name:
-            return self.default
-        if name not in self._locks:
-            raise UnknownKG(f"unknown KG {name!r}: this server offers {', '.join(self.names())}")
-        return name
-
-    def get(self, name: str | None = None) -> KnowledgeGraph:
-        """The open KG called `name`, opening it on first use."""
-        name = self.resolve(name)
-        graph = self._open.get(name)
-        if graph is not None:
-            return graph
-        with self._locks[name]:
-            graph = self._open.get(name)
-            if graph is None:
-                graph = open_kg(self._specs[name], self.settings)
-                self._open[name] = graph
-                log.info("kg opened", extra={"fields": {"kg": name, "description": graph.description}})
-        return graph
-
-    def describe(self) -> list[dict[str, Any]]:
-        """Name and description of each KG (description once opened)."""
-        return [
-            {"name": n, "description": g.description if (g := self._open.get(n)) else ""}
-            for n in self.names()
-        ]
-
-    def close(self) -> None:
-        """Close the KGs this pool opened."""
-        for name, graph in list(self._open.items()):
-            if name not in self._given:
-                graph.close()
-                del self._open[name]
-
-
-# -- runs in worker threads --------------------------------------------------------------------------
-
-
-class Saturated(Exception):
-    """Every worker slot is busy."""
-
-
-class RunCancelled(BaseException):
-    """Raised inside a run (at its next trace event) to stop it; a BaseException so strategies' `except
-    Exception` handlers do not swallow it."""
-
-
-@dataclass
-class Job:
-    """A run in a worker thread: its live trace, its future, and a flag that stops it at the next step."""
-
-    trace: Trace
-    future: concurrent.futures.Future[Answer]
-    stop: threading.Event
-
-    def cancel(self) -> None:
-        """Ask the run to stop at its next step (a blocking LLM or SPARQL call finishes first)."""
-        self.stop.set()
-
-
-class Workers:
-    """A bounded pool of worker threads: a call beyond the bound is refused at once (Saturated), not queued."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=size, thread_name_prefix="sparqlnav-run")
-        self._lock = threading.Lock()
-        self.active = 0
-
-    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """Run `fn` in a worker; raise Saturated when all are busy."""
-        with self._lock:
-            if self.active >= self.size:
-                raise Saturated(f"the server is busy ({self.size} runs in progress); try again shortly")
-            self.active += 1
-        try:
-            future = self._pool.submit(fn)
-        except RuntimeError:
-            self._release(None)
-            raise
-        future.add_done_callback(self._release)
-        return future
-
-    def _release(self, _: object) -> None:
-        with self._lock:
-            self.active -= 1
-
-    def close(self) -> None:
-        """Stop taking work; running calls finish on their own."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def display(kg: KnowledgeGraph, table: ResultTable | None, *, rows: int = 1000) -> dict[str, dict[str, str]]:
-    """Labels and prefixed forms of the IRIs in (the first rows of) a result, for people."""
-    iris: dict[str, None] = {}
-    if table is not None:
-        for row in table.rows[:rows]:
-            for term in row.values():
-                if term.kind == "uri":
-                    iris[term.value] = None
-                elif term.datatype:
-                    iris[term.datatype] = None
-    return {
-        "labels": kg.names.labels_of(list(iris)),
-        "compact": {iri: kg.prefixes.compact(iri) for iri in iris},
-    }
-
-
-# -- request bodies --------------------------------------------------------------------------------
-
-
-class AskRequest(BaseModel):
-    """A question for the KG."""
-
-    question: str = Field(description="The question, in plain language.", examples=["Who manages Heinrich Hoch?"])
-    kg: str | None = Field(default=None, description="A KG name this server offers (default: the first).")
-    strategy: str | None = Field(default=None, description="lexical, explore, … or auto (default: the server's).")
-
-
-class SparqlRequest(BaseModel):
-    """A read-only SPARQL query."""
-
-    query: str = Field(description="SPARQL SELECT, ASK, CONSTRUCT or DESCRIBE.")
-    kg: str | None = Field(default=None, description="A KG name this server offers (default: the first).")
-    timeout: float | None = Field(default=None, gt=0, description="Time limit in seconds (capped by the server's).")
 
 
 # -- structured logs -------------------------------------------------------------------------------
@@ -447,175 +203,6 @@ class Guard:
 # -- the app -----------------------------------------------------------------------------------------
 
 
-def web_dir() -> Path:
-    """The bundled static web UI."""
-    return Path(str(resources.files(__package__) / "web"))
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    """JSON that tolerates values the standard encoder does not know (shown as strings)."""
-    body = json.dumps(data, ensure_ascii=False, default=str)
-    return Response(body, status_code=status, media_type="application/json")
-
-
-def _sse(event: str, data: Any, ident: int | None = None) -> str:
-    """One server-sent event; the JSON payload has no raw newlines, so one data line suffices."""
-    head = f"event: {event}\n" + (f"id: {ident}\n" if ident is not None else "")
-    return head + "data: " + json.dumps(data, ensure_ascii=False, default=str) + "\n\n"
-
-
-def _one_line(exc: BaseException) -> str:
-    return (" ".join(str(exc).split()) or type(exc).__name__)[:500]
-
-
-@dataclass
-class Service:
-    """What the routes share: the KGs, the LLM, the strategies and the workers."""
-
-    config: ServeConfig
-    settings: Settings
-    pool: KGPool
-    llm: LLMConfig | None
-    factory: StrategyFactory
-    workers: Workers
-    mcp_tools: McpTools | None = None
-
-    strategies: dict[str, Strategy] = field(default_factory=dict)
-    _strategy_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def shared_strategy(self, name: str, llm: LLMConfig | None) -> Strategy:
-        """One instance per strategy name, shared by all runs: strategies keep their LLM connections, which
-        cost tens of milliseconds each to set up. Raises StrategyUnavailable."""
-        with self._strategy_lock:
-            strategy = self.strategies.get(name)
-            if strategy is None:
-                strategy = self.strategies[name] = self.factory(name, llm)
-            return strategy
-
-    def strategy(self, name: str | None) -> tuple[str, Strategy]:
-        """The strategy called `name` (None: the server's default); HTTP 400 with the reason when it cannot run."""
-        from sparqlnav.strategies import StrategyUnavailable
-
-        chosen = (name or self.config.strategy).strip()
-        try:
-            return chosen, self.shared_strategy(chosen, self.llm)
-        except StrategyUnavailable as exc:
-            raise HTTPException(400, str(exc)) from None
-
-    def close(self) -> None:
-        """Close the strategies that hold connections, and the MCP tools' indexes."""
-        if self.mcp_tools is not None:
-            self.mcp_tools.close()
-        with self._strategy_lock:
-            for strategy in self.strategies.values():
-                close = getattr(strategy, "close", None)
-                if callable(close):
-                    close()
-            self.strategies.clear()
-
-    def kg(self, name: str | None) -> str:
-        """A KG name this server offers; HTTP 400 otherwise."""
-        try:
-            return self.pool.resolve(name)
-        except UnknownKG as exc:
-            raise HTTPException(400, str(exc)) from None
-
-    def check_question(self, question: str) -> str:
-        """The question, stripped; HTTP 422 when empty or over-long."""
-        text = question.strip()
-        if not text:
-            raise HTTPException(422, "question is empty")
-        if len(text) > self.config.max_question_chars:
-            raise HTTPException(
-                422,
-                f"question is too long ({len(text)} characters; the limit is {self.config.max_question_chars})",
-            )
-        return text
-
-    def start(
-        self, question: str, kg_name: str, strategy: Strategy, listeners: Iterable[Callable[[Event], None]] = ()
-    ) -> Job:
-        """Start a run in a worker; HTTP 503 when all workers are busy."""
-        trace = Trace()
-        stop = threading.Event()
-        for listener in listeners:
-            trace.subscribe(listener)
-
-        def stop_if_asked(_: Event) -> None:
-            if stop.is_set():
-                raise RunCancelled()
-
-        trace.subscribe(stop_if_asked)
-
-        def work() -> Answer:
-            graph = self.pool.get(kg_name)
-            answer = strategy.run(question, graph, trace)
-            trace.finish()
-            answer.extra.setdefault("kg", kg_name)
-            answer.extra["display"] = display(graph, answer.results)
-            u = trace.usage
-            log.info(
-                "ask",
-                extra={
-                    "fields": {
-                        "kg": kg_name,
-                        "strategy": answer.strategy,
-                        "status": answer.status,
-                        "seconds": u.seconds,
-                        "llm_calls": u.llm_calls,
-                        "sparql_queries": u.sparql_queries,
-                        "input_tokens": u.input_tokens,
-                        "output_tokens": u.output_tokens,
-                    }
-                },
-            )
-            return answer
-
-        try:
-            future = self.workers.submit(work)
-        except Saturated as exc:
-            raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
-        return Job(trace, future, stop)
-
-    async def call(self, fn: Callable[[], T], timeout_s: float | None = None) -> T:
-        """Run blocking work in a worker under the request time limit (HTTP 503 when busy, 504 when late)."""
-        try:
-            future = self.workers.submit(fn)
-        except Saturated as exc:
-            raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
-        limit = timeout_s or self.config.request_timeout_s
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), limit)
-        except TimeoutError:
-            raise HTTPException(504, f"no answer within the time limit of {limit:g} s") from None
-
-    async def finish(self, job: Job) -> Answer:
-        """Wait for a run under the request time limit; errors become HTTP errors with one-line messages."""
-        limit = self.config.request_timeout_s
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(job.future), limit)
-        except TimeoutError:
-            job.cancel()
-            raise HTTPException(504, f"no answer within the time limit of {limit:g} s") from None
-        except asyncio.CancelledError:
-            job.cancel()
-            raise
-        except KGError as exc:
-            raise HTTPException(503, _one_line(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the HTTP boundary: any failure of a run becomes a 5xx
-            raise _run_failure(exc) from None
-
-
-def _run_failure(exc: BaseException) -> HTTPException:
-    """An HTTP error for a run that raised: upstream LLM trouble is 502, anything else 500."""
-    from sparqlnav.llm.client import LLMError
-
-    if isinstance(exc, LLMError):
-        return HTTPException(502, f"the LLM failed: {_one_line(exc)}")
-    log.error("run failed", exc_info=exc)
-    return HTTPException(500, f"the run failed: {_one_line(exc)}")
-
-
 def create_app(
     settings: Settings,
     config: ServeConfig | None = None,
@@ -638,13 +225,20 @@ def create_app(
         llm=llm,
         factory=strategy_factory or make_strategy,
         workers=Workers(config.max_concurrent),
+        indexes=KGIndexes(settings.paths.home, embedding=settings.embedding),
     )
     mcp_server = None
     if config.mcp:
         from sparqlnav.faces.mcp import create_mcp_server
 
         mcp_server, service.mcp_tools = create_mcp_server(
-            pool, settings=settings, llm=llm, strategy_factory=service.shared_strategy, default_strategy=config.strategy
+            pool,
+            settings=settings,
+            indexes=service.indexes,
+            registry=service.tools,
+            llm=llm,
+            strategy_factory=service.shared_strategy,
+            default_strategy=config.strategy,
         )
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
 
@@ -685,210 +279,10 @@ def create_app(
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
         return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
 
-    # -- API
-
-    @app.get("/health", tags=["meta"])
-    async def health() -> dict[str, Any]:
-        """Liveness and load."""
-        return {
-            "status": "ok",
-            "version": __version__,
-            "active_runs": service.workers.active,
-            "max_concurrent": service.workers.size,
-        }
-
-    @app.get("/api/info", tags=["meta"])
-    async def info() -> dict[str, Any]:
-        """What this server offers: KGs, strategies, whether an LLM is configured, MCP tools."""
-        from sparqlnav.strategies import REGISTRY, available
-
-        usable = [
-            s for s in available() if s == "auto" or llm is not None or not REGISTRY.get(s, ("", True))[1]
-        ]
-        return {
-            "version": __version__,
-            "kgs": pool.describe(),
-            "default_kg": pool.default,
-            "strategies": usable,
-            "default_strategy": config.strategy,
-            "llm": llm is not None,
-            "mcp_tools": service.mcp_tools.offered if service.mcp_tools else [],
-            "limits": {
-                "max_question_chars": config.max_question_chars,
-                "request_timeout_s": config.request_timeout_s,
-                "sparql_timeout_s": settings.limits.timeout_s,
-            },
-        }
-
-    @app.post("/api/ask", tags=["ask"])
-    async def ask(body: AskRequest) -> Response:
-        """Answer a question: the `ask --json` object (question, strategy, sparql, results, answer, trace, usage)."""
-        question = service.check_question(body.question)
-        kg_name = service.kg(body.kg)
-        _, strategy = service.strategy(body.strategy)
-        job = service.start(question, kg_name, strategy)
-        answer = await service.finish(job)
-        return _json(answer.to_json())
-
-    @app.post(
-        "/api/ask/stream",
-        tags=["ask"],
-        response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}, "description": "`trace` events, then one `answer` (or `error`)."}},
-    )
-    async def ask_stream(body: AskRequest) -> StreamingResponse:
-        """The same run as server-sent events: `event: trace` for each step as it happens, then `event: answer`
-        with the `ask --json` object (or `event: error` with `{status, detail}`)."""
-        question = service.check_question(body.question)
-        kg_name = service.kg(body.kg)
-        _, strategy = service.strategy(body.strategy)
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-        def forward(event: Event) -> None:  # runs in the worker thread
-            loop.call_soon_threadsafe(queue.put_nowait, ("trace", event.to_json()))
-
-        job = service.start(question, kg_name, strategy, listeners=[forward])
-        # Queued after every event the worker forwarded, so the answer always comes last.
-        job.future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, ("done", None)))
-        return StreamingResponse(
-            _stream(service, job, queue, loop),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    @app.post("/api/sparql", tags=["sparql"])
-    async def sparql(body: SparqlRequest) -> Response:
-        """Run a read-only query: SPARQL 1.1 JSON `results`, plus labels and prefixed names for display."""
-        text = body.query.strip()
-        if not text:
-            raise HTTPException(422, "query is empty")
-        if len(text) > config.max_query_chars:
-            raise HTTPException(422, f"query is too long (the limit is {config.max_query_chars} characters)")
-        kg_name = service.kg(body.kg)
-        limit = min(body.timeout or settings.limits.timeout_s, settings.limits.timeout_s)
-
-        def run() -> Response:
-            graph = pool.get(kg_name)
-            result = graph.endpoint.query(text, timeout_s=limit)
-            if not result.ok or result.table is None:
-                status = {
-                    Outcome.SYNTAX_ERROR: 400,
-                    Outcome.REFUSED: 400,
-                    Outcome.TIMEOUT: 504,
-                    Outcome.UNREACHABLE: 502,
-                }.get(result.outcome, 422)
-                return _json({"detail": result.describe(), "outcome": result.outcome.value}, status)
-            return _json(
-                {
-                    "kg": kg_name,
-                    "outcome": result.outcome.value,
-                    "seconds": round(result.seconds, 4),
-                    "truncated": result.table.truncated,
-                    "results": result.table.to_sparql_json(),
-                    "display": display(graph, result.table),
-                }
-            )
-
-        return await service.call(run, limit + 5)
-
-    @app.get("/api/search", tags=["lookup"])
-    async def search(
-        q: str = Query(min_length=1, max_length=500, description="A name, possibly partial or misspelt."),
-        kg: str | None = None,
-        limit: int = Query(8, ge=1, le=100),
-    ) -> Response:
-        """Entities and properties whose label, alias or description matches `q`."""
-        from sparqlnav.tools.lookup import search as do_search
-
-        kg_name = service.kg(kg)
-
-        def run() -> Response:
-            graph = pool.get(kg_name)
-            found = do_search(graph, q, entities=limit, properties=max(1, limit // 2))
-            data = found.to_json()
-            data["compact"] = {h.iri: graph.prefixes.compact(h.iri) for h in [*found.entities, *found.properties]}
-            return _json(data)
-
-        return await service.call(run)
-
-    @app.get("/api/entity", tags=["lookup"])
-    async def entity(
-        id: str = Query(min_length=1, max_length=2000, description="IRI, prefixed name, Q/P id, or a name."),
-        kg: str | None = None,
-    ) -> Response:
-        """An entity's outgoing edges (with qualifiers where the KG has them)."""
-        from sparqlnav.tools.lookup import LookupFailed, resolve_or_search
-        from sparqlnav.tools.lookup import entity as do_entity
-
-        kg_name = service.kg(kg)
-
-        def run() -> Response:
-            graph = pool.get(kg_name)
-            try:
-                page = do_entity(graph, resolve_or_search(graph, id))
-            except LookupFailed as exc:
-                return _json({"detail": str(exc)}, 404)
-            data = page.to_json()
-            iris = {page.iri} | {e["property"] for e in data["edges"]}
-            iris |= {v["value"]["value"] for e in data["edges"] for v in e["values"] if v["value"]["type"] == "uri"}
-            data["compact"] = {iri: graph.prefixes.compact(iri) for iri in iris}
-            return _json(data)
-
-        return await service.call(run)
-
-    # -- TEXT2SPARQL
-
-    @app.get("/text2sparql", tags=["text2sparql"])
-    async def text2sparql(
-        question: str = Query(description="The question."),
-        dataset: str = Query(description="The dataset id, e.g. https://text2sparql.aksw.org/2025/corporate/"),
-    ) -> dict[str, str]:
-        """The TEXT2SPARQL challenge API: the SPARQL query that answers `question` over `dataset`."""
-        text = service.check_question(question)
-        if config.datasets:
-            if dataset not in config.datasets:
-                raise HTTPException(404, f"unknown dataset {dataset!r}: this server answers for {', '.join(config.datasets)}")
-            kg_name = service.kg(config.datasets[dataset])
-        elif len(pool.names()) == 1:
-            kg_name = pool.default
-        elif dataset in pool.names():
-            kg_name = dataset
-        else:
-            raise HTTPException(404, f"unknown dataset {dataset!r}: name one of {', '.join(pool.names())}")
-        _, strategy = service.strategy(config.text2sparql_strategy or config.strategy)
-        job = service.start(text, kg_name, strategy)
-        answer = await service.finish(job)
-        return {"dataset": dataset, "question": question, "query": answer.sparql or ""}
-
-    # -- web UI and docs
-
-    root = web_dir()
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        # Only our own files may load: the UI works offline and never reaches a CDN.
-        return FileResponse(
-            root / "index.html",
-            headers={
-                "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'",
-                "Cache-Control": "no-cache",
-            },
-        )
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title="sparqlnav API",
-            swagger_js_url="/static/vendor/swagger-ui/swagger-ui-bundle.js",
-            swagger_css_url="/static/vendor/swagger-ui/swagger-ui.css",
-            swagger_favicon_url="/static/favicon.svg",
-            swagger_ui_parameters={"validatorUrl": None},
-        )
-
-    app.mount("/static", StaticFiles(directory=root), name="static")
+    app.include_router(meta_routes(service, openapi_url=app.openapi_url or "/openapi.json"))
+    app.include_router(ask_routes(service))
+    app.include_router(tool_routes(service))
+    app.mount("/static", StaticFiles(directory=web_dir()), name="static")
 
     guard_token = config.token or None
     limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
@@ -902,42 +296,6 @@ def create_app(
             expose_headers=["X-Request-ID", "Mcp-Session-Id"],
         )
     return app
-
-
-async def _stream(
-    service: Service, job: Job, queue: asyncio.Queue[tuple[str, Any]], loop: asyncio.AbstractEventLoop
-) -> AsyncIterator[str]:
-    """Trace events as they happen, then the answer; a quiet stream gets keep-alive comments."""
-    deadline = loop.time() + service.config.request_timeout_s
-    try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                job.cancel()
-                limit = service.config.request_timeout_s
-                yield _sse("error", {"status": 504, "detail": f"no answer within the time limit of {limit:g} s"})
-                return
-            try:
-                kind, payload = await asyncio.wait_for(queue.get(), min(remaining, PING_S))
-            except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
-            if kind == "trace":
-                yield _sse("trace", payload, payload.get("seq"))
-                continue
-            exc = job.future.exception()
-            if exc is None:
-                yield _sse("answer", job.future.result().to_json())
-            elif isinstance(exc, KGError):
-                yield _sse("error", {"status": 503, "detail": _one_line(exc)})
-            elif isinstance(exc, Exception):
-                failure = _run_failure(exc)
-                yield _sse("error", {"status": failure.status_code, "detail": failure.detail})
-            else:
-                yield _sse("error", {"status": 499, "detail": "the run was cancelled"})
-            return
-    finally:
-        job.cancel()  # the client went away or the stream ended: stop the run at its next step
 
 
 @contextlib.contextmanager

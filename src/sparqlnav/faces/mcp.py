@@ -1,32 +1,34 @@
 """The MCP face of sparqlnav: the shared toolkit offered to any MCP client, over stdio or streamable HTTP.
 
-Tool failures reach the client as MCP tool errors (`isError`) carrying the engine's own message, so an
-agent on the other side can read what went wrong and fix its call. Tools backed by modules this build may
-lack (validation, retrieval) are imported lazily and left out, with the reason, when missing.
+The tools, their descriptions and arguments come from the tool registry (`tools.registry`), as explore's and
+the HTTP API's do; each takes one more argument, `kg`. Tool failures reach the client as MCP tool errors
+(`isError`) carrying the engine's own message, so an agent on the other side can read what went wrong and fix
+its call.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import import_module
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from sparqlnav import __version__
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.retrieval.indexes import KGIndexes
+from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, Tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
     from sparqlnav.llm.client import LLMConfig
-    from sparqlnav.retrieval.index import KGIndex
-    from sparqlnav.settings import EmbeddingSettings, Settings
+    from sparqlnav.settings import Settings
 
 StrategyFactory = Callable[[str, "LLMConfig | None"], "Strategy"]
 
@@ -82,66 +84,23 @@ class McpTools:
             close()
 
 
-class Retrieval:
-    """Each KG's retrieval index (example queries, class shapes, schemas): as `sparqlnav index` built it, else
-    built on first use the way the retrieve strategy builds it. Thread-safe; one build per KG."""
-
-    def __init__(self, home: Path, embedding: EmbeddingSettings) -> None:
-        self.home = home
-        self.embedding = embedding
-        self._lock = threading.Lock()
-        self._contexts: dict[tuple[str, str], KGIndex] = {}
-
-    def get(self, kg: KnowledgeGraph) -> KGIndex:
-        """The KG's index and schemas; ToolError with the reason when they cannot be had."""
-        from sparqlnav.retrieval.embed import EmbedderUnavailable, default_embedder
-        from sparqlnav.retrieval.examples import ExamplesError
-        from sparqlnav.retrieval.index import (
-            IndexUnavailable,
-            SchemaUnavailable,
-            build_kg_index,
-            open_kg_index,
-        )
-
-        key = (kg.name, kg.description)
-        with self._lock:
-            ctx = self._contexts.get(key)
-            if ctx is None:
-                try:
-                    ctx = open_kg_index(kg, self.home, embedding=self.embedding)
-                    if ctx is None:
-                        embedder = default_embedder()
-                        ctx, _ = build_kg_index(
-                            kg, self.home, embedder=embedder, embedder_spec="minilm" if embedder else "none"
-                        )
-                except (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, OSError) as exc:
-                    raise ToolError(f"no retrieval index for {kg.name}: {exc}") from None
-                self._contexts[key] = ctx
-            return ctx
-
-    def close(self) -> None:
-        """Close the indexes."""
-        with self._lock:
-            for ctx in self._contexts.values():
-                ctx.close()
-            self._contexts.clear()
-
-
-def _available(*modules: str) -> str:
-    """Why a tool cannot be offered ('' when every module it needs imports)."""
-    for module in modules:
-        try:
-            import_module(module)
-        except ImportError as exc:
-            return f"{module} is not available ({exc})"
-    return ""
-
-
 def _observed(obs: Observation) -> str:
     """The observation's text, or a tool error carrying it."""
     if not obs.ok:
         raise ToolError(obs.text)
     return obs.text
+
+
+def _bound(declared: Tool, toolkit: Callable[[str | None], Toolkit], kg: inspect.Parameter) -> Callable[..., str]:
+    """The tool as a function of its own arguments plus `kg`, with that signature (the SDK derives the schema)."""
+
+    def call(**arguments: Any) -> str:
+        graph = arguments.pop("kg", None)
+        return _observed(declared(toolkit(graph), {k: v for k, v in arguments.items() if v is not None}))
+
+    call.__name__ = declared.name
+    call.__signature__ = declared.signature(kg)  # type: ignore[attr-defined]
+    return call
 
 
 def _cached(factory: StrategyFactory) -> StrategyFactory:
@@ -162,19 +121,25 @@ def create_mcp_server(
     source: KGSource,
     *,
     settings: Settings,
+    indexes: KGIndexes | None = None,
+    registry: Registry = TOOLKIT_TOOLS,
     llm: LLMConfig | None = None,
     strategy_factory: StrategyFactory | None = None,
     default_strategy: str = "auto",
     log_level: str = "WARNING",
 ) -> tuple[MCPServer, McpTools]:
-    """An MCP server offering the toolkit over `source` (indexes kept under the settings' home); `ask` is
-    offered only when an LLM is configured."""
+    """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
+    opened under the settings' home); `ask` is offered only when an LLM is configured."""
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
     )
     tools = McpTools()
     names = source.names()
-    kg_doc = f" `kg` picks the knowledge graph ({', '.join(names)}; default {names[0]})." if len(names) > 1 else ""
+    kg_doc = f"the knowledge graph: {', '.join(names)} (default {names[0]})"
+
+    if indexes is None:
+        indexes = KGIndexes(settings.paths.home, embedding=settings.embedding)
+        tools.closers.append(indexes.close)
 
     def kg_of(name: str | None) -> KnowledgeGraph:
         try:
@@ -183,91 +148,17 @@ def create_mcp_server(
             raise ToolError(str(exc.args[0] if exc.args else exc)) from None
 
     def toolkit(name: str | None) -> Toolkit:
-        return Toolkit(kg_of(name), Trace())
+        return Toolkit(kg_of(name), Trace(), indexes=indexes)
 
     def add(fn: Callable[..., Any], name: str, description: str) -> None:
-        server.add_tool(fn, name=name, description=description + kg_doc, structured_output=False)
+        server.add_tool(fn, name=name, description=description, structured_output=False)
         tools.offered.append(name)
 
-    def search(query: str, kg: str | None = None) -> str:
-        return _observed(toolkit(kg).search(query))
-
-    def get_entity(id: str, kg: str | None = None) -> str:
-        return _observed(toolkit(kg).get_entity(id))
-
-    def get_property_examples(id: str, kg: str | None = None) -> str:
-        return _observed(toolkit(kg).get_property_examples(id))
-
-    def execute_sparql(query: str, kg: str | None = None) -> str:
-        return _observed(toolkit(kg).execute_sparql(query))
-
-    add(search, "search", "Find entities, classes and properties whose label, alias or description matches a name (typos tolerated).")
-    add(get_entity, "get_entity", "Show an entity's outgoing edges (with statement qualifiers where the KG has them). `id`: IRI, prefixed name or Q/P id.")
-    add(get_property_examples, "get_property_examples", "Show a few real subject–object pairs that use a property. `id`: IRI, prefixed name or P id.")
-    add(execute_sparql, "execute_sparql", "Run a read-only SPARQL query under a time limit; returns a compact table, or the engine's error message.")
-
-    retrieval = Retrieval(settings.paths.home, settings.embedding)
-    tools.closers.append(retrieval.close)
-    needs_index = _available("sparqlnav.retrieval.index", "sparqlnav.graph.schema", "sparqlnav.retrieval.embed", "sparqlnav.retrieval.examples")
-
-    why = _available("sparqlnav.sparql.check") or needs_index
-    if not why:
-
-        def validate_sparql(query: str, kg: str | None = None) -> str:
-            from sparqlnav.sparql.check import validate
-
-            graph = kg_of(kg)
-            # Wikidata is too large to describe: syntax, prefixes and read-only only.
-            ctx = None if graph.name == "wikidata" else retrieval.get(graph)
-            report = validate(
-                query,
-                ctx.schema if ctx else None,
-                prefixes={k: v for k, v in graph.prefixes.items() if k},
-                schemas_by_endpoint=ctx.schemas if ctx else None,
-            )
-            text = report.text()
-            if report.repaired:
-                text += "\n\nrepaired query:\n" + report.query
-            return text
-
-        add(validate_sparql, "validate_sparql", "Check a SPARQL query without running it: syntax, prefixes (missing ones repaired), classes and predicates against the KG's schema; lists the issues with hints.")
-    else:
-        tools.missing["validate_sparql"] = why
-
-    if not needs_index:
-
-        def find_examples(question: str, k: int = 5, kg: str | None = None) -> str:
-            from sparqlnav.retrieval.index import search_all
-
-            ctx = retrieval.get(kg_of(kg))
-            hits = search_all(ctx.index, [question], k=max(1, min(k, 20)), kinds=["example"])
-            if not hits:
-                return "No example queries are indexed for this KG (add some with `sparqlnav index --examples`)."
-            blocks = []
-            for h in hits:
-                where = f"# endpoint: {h.doc.endpoint}\n" if h.doc.endpoint else ""
-                blocks.append(f"- {h.doc.title or h.doc.text}\n{where}{h.doc.content.strip()}")
-            return "\n\n".join(blocks)
-
-        def get_class_shapes(classes: list[str], kg: str | None = None) -> str:
-            from sparqlnav.retrieval.index import search_all
-
-            graph = kg_of(kg)
-            ctx = retrieval.get(graph)
-            out: list[str] = []
-            for name in classes[:20]:
-                iri = graph.prefixes.expand(name)
-                if iri is not None and ctx.schema is not None and iri in ctx.schema.classes:
-                    out.append(ctx.schema.shape(iri))
-                    continue
-                hits = search_all(ctx.index, [name], k=1, kinds=["shape"])  # a word naming a class
-                out.append(hits[0].doc.content.strip() if hits else f"# no class matches {name!r}")
-            return "\n\n".join(out) or "Name at least one class."
-
-        add(find_examples, "find_examples", "Example question–query pairs whose questions resemble `question` (from the KG's own examples and any added with `sparqlnav index`).")
-        add(get_class_shapes, "get_class_shapes", "The shapes of classes (ShEx-like: each property with the classes or datatypes of its values, most used first). `classes`: IRIs, prefixed names or words naming classes.")
-    else:
-        tools.missing["find_examples"] = tools.missing["get_class_shapes"] = needs_index
+    kg_param = inspect.Parameter(
+        "kg", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str | None, Field(description=kg_doc)], default=None
+    )
+    for declared in registry:
+        add(_bound(declared, toolkit, kg_param), declared.name, declared.description)
 
     if llm is not None:
         from sparqlnav.strategies import StrategyUnavailable, make_strategy
@@ -296,7 +187,12 @@ def create_mcp_server(
                 parts.append(table.to_markdown(graph.prefixes, labels))
             return "\n\n".join(p for p in parts if p)
 
-        add(ask, "ask", "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result.")
+        add(
+            ask,
+            "ask",
+            "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result."
+            + (f" `kg` picks {kg_doc}." if len(names) > 1 else ""),
+        )
     else:
         tools.missing["ask"] = "no LLM configured"
     return server, tools

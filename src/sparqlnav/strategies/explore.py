@@ -48,9 +48,20 @@ from sparqlnav.llm.client import (
 from sparqlnav.sparql.guard import declared_prefixes, tokens
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
-from sparqlnav.tools.toolkit import EXPLORE_TOOLS, Observation, Toolkit
+from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
+from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
 
+
+def stop(kit: Toolkit) -> Observation:
+    """Finish: the last query you ran becomes the final answer. Call it only after that query returned the answer."""
+    return Observation("stopped")  # never run: the strategy ends the run when the model calls it
+
+
+# What the agent offers the model; tool and argument names are a contract (docs/design.md).
+EXPLORE_TOOLS: Registry = TOOLKIT_TOOLS.only("search", "get_entity", "get_property_examples", "execute_sparql").plus(
+    tool(stop)
+)
 CHARS_PER_TOKEN = 4  # rough size estimate for compaction; servers report the real counts
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -231,7 +242,7 @@ class _Run:
             self.trace.emit("action", **shown)
         ctx = StepContext(
             self.memory,
-            EXPLORE_TOOLS,
+            EXPLORE_TOOLS.specs(),
             call=call,
             extra_calls=max(0, len(reply.tool_calls) - 1),
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
@@ -272,15 +283,9 @@ class _Run:
         return False
 
     def _run_tool(self, call: ToolCall, query: str | None) -> Observation:
-        args = call.arguments
-        if call.name == "search":
-            return self.tools.search(str(args["query"]))
-        if call.name == "get_entity":
-            return self.tools.get_entity(str(args["id"]), prune=self._prune)
-        if call.name == "get_property_examples":
-            return self.tools.get_property_examples(str(args["id"]))
-        assert call.name == "execute_sparql" and query is not None
-        return self.tools.execute_sparql(query)
+        # The query runs as feedback checked it (prefixes repaired); entity pages are pruned for the question.
+        args = dict(call.arguments) if query is None else {**call.arguments, "query": query}
+        return EXPLORE_TOOLS.call(call.name, self.tools, args, prune=self._prune)
 
     def _emit_feedback(self, fired: list[Guideline], step: int) -> None:
         for g in fired:
@@ -381,7 +386,7 @@ class _Run:
     ) -> LLMReply:
         return client.chat(
             messages,
-            EXPLORE_TOOLS if tools else None,
+            EXPLORE_TOOLS.specs() if tools else None,
             budget=self.budget,
             purpose=purpose,
             record=self.record,

@@ -42,10 +42,9 @@ from sparqlnav.retrieval.index import (
     Mode,
     RetrievalIndex,
     SchemaUnavailable,
-    build_kg_index,
-    open_kg_index,
     search_all,
 )
+from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.strategies.prompts import prompt_text
@@ -161,7 +160,7 @@ class Retrieve:
         if index is not None:
             endpoints = sorted({d.endpoint for d in index.documents() if d.endpoint} | set(schemas or {}))
             self._given = KGIndex(index, schema, dict(schemas or {}), endpoints, main_endpoint)
-        self._contexts: dict[tuple[str, str], KGIndex] = {}
+        self._indexes: KGIndexes | None = None  # made on first use, from the settings read then
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ context
@@ -177,23 +176,16 @@ class Retrieve:
         if self._given is not None:
             return self._given
         with self._lock:
-            key = (kg.name, kg.description)  # what the index folder is keyed by, too
-            found = self._contexts.get(key)
-            if found is not None:
-                return found
-            settings = self._settings()
-            home = settings.paths.home
-            ctx = open_kg_index(kg, home, embedding=settings.embedding)
-            if ctx is None:
-                if trace is not None:
-                    trace.emit("info", message=f"no retrieval index for {kg.name} yet: building one (schema and "
-                               f"the endpoint's own examples; add more with `sparqlnav index --examples`)")
-                from sparqlnav.retrieval.embed import default_embedder
+            if self._indexes is None:
+                settings = self._settings()
+                self._indexes = KGIndexes(settings.paths.home, embedding=settings.embedding)
+            indexes = self._indexes
 
-                embedder = default_embedder()
-                ctx, _stats = build_kg_index(kg, home, embedder=embedder, embedder_spec="minilm" if embedder else "none")
-            self._contexts[key] = ctx
-            return ctx
+        def announce(text: str) -> None:
+            if trace is not None:
+                trace.emit("info", message=text)
+
+        return indexes.get(kg, on_build=announce)
 
     # ------------------------------------------------------------ run
 

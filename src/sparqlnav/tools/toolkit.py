@@ -7,13 +7,12 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import ToolSpec
 from sparqlnav.tools.lookup import (
     DEFAULT_ENTITIES,
     DEFAULT_PROPERTIES,
@@ -27,6 +26,10 @@ from sparqlnav.tools.lookup import (
     search,
 )
 from sparqlnav.trace import Trace
+
+if TYPE_CHECKING:
+    from sparqlnav.retrieval.index import KGIndex
+    from sparqlnav.retrieval.indexes import KGIndexes
 
 
 class TracedEndpoint(EndpointWrapper):
@@ -70,13 +73,25 @@ def _one_line(exc: BaseException) -> str:
 
 
 class Toolkit:
-    """search, get_entity, get_property_examples and execute_sparql over one KG, traced."""
+    """The tools over one KG, traced: lookups and queries, and (given the KGs' retrieval indexes) example
+    queries, class shapes and validation. `tools.registry` declares which of them models and faces see."""
 
-    def __init__(self, kg: KnowledgeGraph, trace: Trace, *, entities: int = DEFAULT_ENTITIES, properties: int = DEFAULT_PROPERTIES) -> None:
+    def __init__(
+        self,
+        kg: KnowledgeGraph,
+        trace: Trace,
+        *,
+        entities: int = DEFAULT_ENTITIES,
+        properties: int = DEFAULT_PROPERTIES,
+        indexes: KGIndexes | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         self.trace = trace
         self.kg = dataclasses.replace(kg, endpoint=TracedEndpoint(kg.endpoint, trace))
         self.entities = entities
         self.properties = properties
+        self.indexes = indexes
+        self.timeout_s = timeout_s  # None: the endpoint's own limit
 
     def search(self, query: str) -> Observation:
         """Entities and properties whose names match `query`."""
@@ -117,7 +132,7 @@ class Toolkit:
 
     def execute_sparql(self, query: str) -> Observation:
         """Run a query; the text shows a compact table or the engine's message."""
-        result = self.kg.endpoint.query(query)
+        result = self.kg.endpoint.query(query, timeout_s=self.timeout_s)
         if not result.ok or result.table is None:
             return Observation(f"The query failed — {result.describe()}", result, ok=False)
         shown = result.table.rows[:10] + result.table.rows[-10:]  # what the markdown rendering shows
@@ -128,63 +143,67 @@ class Toolkit:
             labels = {}  # labels are a courtesy: the rows stand without them
         return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)
 
+    def _index(self) -> KGIndex | Observation:
+        """The KG's retrieval index, or a failed observation saying why there is none."""
+        from sparqlnav.retrieval.indexes import index_errors
 
-# The tools of the explore strategy (and of MCP), as the LLM sees them. Argument names are part of
-# the contract in DESIGN.md: search(query), get_entity(id), get_property_examples(id),
-# execute_sparql(query), stop().
-EXPLORE_TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        name="search",
-        description=(
-            "Find entities, classes and properties whose label, alias or description matches a text. "
-            "Returns up to 8 entities and 4 properties with their identifiers."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "words to look for, e.g. a name"}},
-            "required": ["query"],
-        },
-    ),
-    ToolSpec(
-        name="get_entity",
-        description=(
-            "Show the outgoing edges of one entity: each property with its values (and statement "
-            "qualifiers where the graph has them). Large entities are cut to what matters for the question."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "a prefixed name or <IRI> an observation showed"}
-            },
-            "required": ["id"],
-        },
-    ),
-    ToolSpec(
-        name="get_property_examples",
-        description="Show a few subject-object pairs that use a property, to see how it is used and in which direction.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "the property, as a prefixed name or <IRI>"}
-            },
-            "required": ["id"],
-        },
-    ),
-    ToolSpec(
-        name="execute_sparql",
-        description=(
-            "Run a read-only SPARQL query on the graph. Shows the rows (the first and last ones when "
-            "there are many), the boolean of an ASK, or the engine's error message."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "the SPARQL query"}},
-            "required": ["query"],
-        },
-    ),
-    ToolSpec(
-        name="stop",
-        description="Finish: the last query you ran becomes the final answer. Call it only after that query returned the answer.",
-        parameters={"type": "object", "properties": {}},
-    ),
-)
+        if self.indexes is None:
+            return Observation("no retrieval index is available here (this toolkit was given none)", None, ok=False)
+        try:
+            return self.indexes.get(self.kg)
+        except index_errors() as exc:
+            return Observation(f"no retrieval index for {self.kg.name}: {_one_line(exc)}", None, ok=False)
+
+    def find_examples(self, question: str, k: int = 5) -> Observation:
+        """Indexed example question–query pairs whose questions resemble `question`."""
+        from sparqlnav.retrieval.index import search_all
+
+        ctx = self._index()
+        if isinstance(ctx, Observation):
+            return ctx
+        hits = search_all(ctx.index, [question], k=max(1, min(k, 20)), kinds=["example"])
+        if not hits:
+            return Observation("No example queries are indexed for this KG (add some with `sparqlnav index --examples`).", [])
+        blocks = []
+        for h in hits:
+            where = f"# endpoint: {h.doc.endpoint}\n" if h.doc.endpoint else ""
+            blocks.append(f"- {h.doc.title or h.doc.text}\n{where}{h.doc.content.strip()}")
+        return Observation("\n\n".join(blocks), hits)
+
+    def get_class_shapes(self, classes: list[str]) -> Observation:
+        """The shapes of classes named by IRI, prefixed name or a word naming the class."""
+        from sparqlnav.retrieval.index import search_all
+
+        ctx = self._index()
+        if isinstance(ctx, Observation):
+            return ctx
+        out: list[str] = []
+        for name in classes[:20]:
+            iri = self.kg.prefixes.expand(name)
+            if iri is not None and ctx.schema is not None and iri in ctx.schema.classes:
+                out.append(ctx.schema.shape(iri))
+                continue
+            hits = search_all(ctx.index, [name], k=1, kinds=["shape"])  # a word naming a class
+            out.append(hits[0].doc.content.strip() if hits else f"# no class matches {name!r}")
+        return Observation("\n\n".join(out) or "Name at least one class.", out)
+
+    def validate_sparql(self, query: str) -> Observation:
+        """Check a query without running it; the text lists the issues, and the repaired query if any."""
+        from sparqlnav.sparql.check import validate
+
+        ctx = None
+        if self.kg.name != "wikidata":  # too large to describe: syntax, prefixes and read-only only
+            found = self._index()
+            if isinstance(found, Observation):
+                return found
+            ctx = found
+        report = validate(
+            query,
+            ctx.schema if ctx else None,
+            prefixes={k: v for k, v in self.kg.prefixes.items() if k},
+            schemas_by_endpoint=ctx.schemas if ctx else None,
+        )
+        text = report.text()
+        if report.repaired:
+            text += "\n\nrepaired query:\n" + report.query
+        return Observation(text, report)

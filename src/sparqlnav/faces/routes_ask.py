@@ -1,0 +1,139 @@
+"""Routes that answer questions: `/api/ask`, its live stream `/api/ask/stream`, and the TEXT2SPARQL API.
+
+Strategies are synchronous (LLM and SPARQL calls block), so each run happens in a worker thread; its trace
+events cross into the event loop with `call_soon_threadsafe` and leave as server-sent events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from sparqlnav.faces.service import Job, Service, json_response, one_line, run_failure
+from sparqlnav.graph.kg import KGError
+from sparqlnav.trace import Event
+
+PING_S = 15.0  # keep-alive comment on quiet streams so proxies do not cut them
+
+
+class AskRequest(BaseModel):
+    """A question for the KG."""
+
+    question: str = Field(description="The question, in plain language.", examples=["Who manages Heinrich Hoch?"])
+    kg: str | None = Field(default=None, description="A KG name this server offers (default: the first).")
+    strategy: str | None = Field(default=None, description="lexical, explore, … or auto (default: the server's).")
+
+
+def ask_routes(service: Service) -> APIRouter:
+    """`/api/ask`, `/api/ask/stream` and `/text2sparql` over `service`."""
+    router = APIRouter()
+    config, pool = service.config, service.pool
+
+    @router.post("/api/ask", tags=["ask"])
+    async def ask(body: AskRequest) -> Response:
+        """Answer a question: the `ask --json` object (question, strategy, sparql, results, answer, trace, usage)."""
+        question = service.check_question(body.question)
+        kg_name = service.kg(body.kg)
+        _, strategy = service.strategy(body.strategy)
+        job = service.start(question, kg_name, strategy)
+        answer = await service.finish(job)
+        return json_response(answer.to_json())
+
+    @router.post(
+        "/api/ask/stream",
+        tags=["ask"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "`trace` events, then one `answer` (or `error`)."}},
+    )
+    async def ask_stream(body: AskRequest) -> StreamingResponse:
+        """The same run as server-sent events: `event: trace` for each step as it happens, then `event: answer`
+        with the `ask --json` object (or `event: error` with `{status, detail}`)."""
+        question = service.check_question(body.question)
+        kg_name = service.kg(body.kg)
+        _, strategy = service.strategy(body.strategy)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def forward(event: Event) -> None:  # runs in the worker thread
+            loop.call_soon_threadsafe(queue.put_nowait, ("trace", event.to_json()))
+
+        job = service.start(question, kg_name, strategy, listeners=[forward])
+        # Queued after every event the worker forwarded, so the answer always comes last.
+        job.future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, ("done", None)))
+        return StreamingResponse(
+            _stream(service, job, queue, loop),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @router.get("/text2sparql", tags=["text2sparql"])
+    async def text2sparql(
+        question: str = Query(description="The question."),
+        dataset: str = Query(description="The dataset id, e.g. https://text2sparql.aksw.org/2025/corporate/"),
+    ) -> dict[str, str]:
+        """The TEXT2SPARQL challenge API: the SPARQL query that answers `question` over `dataset`."""
+        text = service.check_question(question)
+        if config.datasets:
+            if dataset not in config.datasets:
+                raise HTTPException(404, f"unknown dataset {dataset!r}: this server answers for {', '.join(config.datasets)}")
+            kg_name = service.kg(config.datasets[dataset])
+        elif len(pool.names()) == 1:
+            kg_name = pool.default
+        elif dataset in pool.names():
+            kg_name = dataset
+        else:
+            raise HTTPException(404, f"unknown dataset {dataset!r}: name one of {', '.join(pool.names())}")
+        _, strategy = service.strategy(config.text2sparql_strategy or config.strategy)
+        job = service.start(text, kg_name, strategy)
+        answer = await service.finish(job)
+        return {"dataset": dataset, "question": question, "query": answer.sparql or ""}
+
+    return router
+
+
+def _sse(event: str, data: Any, ident: int | None = None) -> str:
+    """One server-sent event; the JSON payload has no raw newlines, so one data line suffices."""
+    head = f"event: {event}\n" + (f"id: {ident}\n" if ident is not None else "")
+    return head + "data: " + json.dumps(data, ensure_ascii=False, default=str) + "\n\n"
+
+
+async def _stream(
+    service: Service, job: Job, queue: asyncio.Queue[tuple[str, Any]], loop: asyncio.AbstractEventLoop
+) -> AsyncIterator[str]:
+    """Trace events as they happen, then the answer; a quiet stream gets keep-alive comments."""
+    deadline = loop.time() + service.config.request_timeout_s
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                job.cancel()
+                limit = service.config.request_timeout_s
+                yield _sse("error", {"status": 504, "detail": f"no answer within the time limit of {limit:g} s"})
+                return
+            try:
+                kind, payload = await asyncio.wait_for(queue.get(), min(remaining, PING_S))
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if kind == "trace":
+                yield _sse("trace", payload, payload.get("seq"))
+                continue
+            exc = job.future.exception()
+            if exc is None:
+                yield _sse("answer", job.future.result().to_json())
+            elif isinstance(exc, KGError):
+                yield _sse("error", {"status": 503, "detail": one_line(exc)})
+            elif isinstance(exc, Exception):
+                failure = run_failure(exc)
+                yield _sse("error", {"status": failure.status_code, "detail": failure.detail})
+            else:
+                yield _sse("error", {"status": 499, "detail": "the run was cancelled"})
+            return
+    finally:
+        job.cancel()  # the client went away or the stream ended: stop the run at its next step

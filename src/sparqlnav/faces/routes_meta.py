@@ -1,0 +1,85 @@
+"""Routes about the server itself: `/health`, `/api/info`, the web UI at `/` and the API docs at `/docs`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
+
+from sparqlnav import __version__
+from sparqlnav.faces.service import Service
+
+
+def web_dir() -> Path:
+    """The bundled static web UI."""
+    return Path(str(resources.files(__package__) / "web"))
+
+
+def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
+    """Health, what the server offers, the UI page and the docs page (which reads `openapi_url`)."""
+    router = APIRouter()
+    config, pool, llm, settings = service.config, service.pool, service.llm, service.settings
+
+    @router.get("/health", tags=["meta"])
+    async def health() -> dict[str, Any]:
+        """Liveness and load."""
+        return {
+            "status": "ok",
+            "version": __version__,
+            "active_runs": service.workers.active,
+            "max_concurrent": service.workers.size,
+        }
+
+    @router.get("/api/info", tags=["meta"])
+    async def info() -> dict[str, Any]:
+        """What this server offers: KGs, strategies, whether an LLM is configured, MCP tools."""
+        from sparqlnav.strategies import REGISTRY, available
+
+        usable = [
+            s for s in available() if s == "auto" or llm is not None or not REGISTRY.get(s, ("", True))[1]
+        ]
+        return {
+            "version": __version__,
+            "kgs": pool.describe(),
+            "default_kg": pool.default,
+            "strategies": usable,
+            "default_strategy": config.strategy,
+            "llm": llm is not None,
+            "mcp_tools": service.mcp_tools.offered if service.mcp_tools else [],
+            "limits": {
+                "max_question_chars": config.max_question_chars,
+                "request_timeout_s": config.request_timeout_s,
+                "sparql_timeout_s": settings.limits.timeout_s,
+            },
+        }
+
+    root = web_dir()
+
+    @router.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        # Only our own files may load: the UI works offline and never reaches a CDN.
+        return FileResponse(
+            root / "index.html",
+            headers={
+                "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                "script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'",
+                "Cache-Control": "no-cache",
+            },
+        )
+
+    @router.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title="sparqlnav API",
+            swagger_js_url="/static/vendor/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url="/static/vendor/swagger-ui/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    return router

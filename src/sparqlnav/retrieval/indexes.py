@@ -1,0 +1,78 @@
+"""The one owner of "open or build a KG's retrieval index": as `sparqlnav index` built it, else built now
+(schema plus the endpoint's own examples). Strategies and faces hold a `KGIndexes` that does this once per KG.
+
+The heavy retrieval modules (numpy, scipy) are imported on first use, so holding a `KGIndexes` costs nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.settings import EmbeddingSettings
+
+if TYPE_CHECKING:
+    from sparqlnav.retrieval.index import KGIndex
+
+
+def index_errors() -> tuple[type[Exception], ...]:
+    """What opening or building an index may raise when it cannot be had (each with a one-line reason)."""
+    from sparqlnav.retrieval.embed import EmbedderUnavailable
+    from sparqlnav.retrieval.examples import ExamplesError
+    from sparqlnav.retrieval.index import IndexUnavailable, SchemaUnavailable
+
+    return (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, OSError)
+
+
+def open_or_build_kg_index(
+    kg: KnowledgeGraph,
+    home: Path,
+    *,
+    embedding: EmbeddingSettings | None = None,
+    on_build: Callable[[str], None] | None = None,
+) -> KGIndex:
+    """The KG's index and schemas under `home`: the stored one, else one built now with the default embedder
+    (`on_build` hears why a build starts). Raises one of `index_errors()`."""
+    from sparqlnav.retrieval.embed import default_embedder
+    from sparqlnav.retrieval.index import build_kg_index, open_kg_index
+
+    ctx = open_kg_index(kg, home, embedding=embedding)
+    if ctx is not None:
+        return ctx
+    if on_build is not None:
+        on_build(
+            f"no retrieval index for {kg.name} yet: building one (schema and the endpoint's own examples; "
+            "add more with `sparqlnav index --examples`)"
+        )
+    embedder = default_embedder()
+    ctx, _stats = build_kg_index(kg, home, embedder=embedder, embedder_spec="minilm" if embedder else "none")
+    return ctx
+
+
+class KGIndexes:
+    """Each KG's index, opened or built once (keyed like the index folder: name and description); thread-safe."""
+
+    def __init__(self, home: Path, *, embedding: EmbeddingSettings | None = None) -> None:
+        self.home = home
+        self.embedding = embedding
+        self._lock = threading.Lock()
+        self._open: dict[tuple[str, str], KGIndex] = {}
+
+    def get(self, kg: KnowledgeGraph, *, on_build: Callable[[str], None] | None = None) -> KGIndex:
+        """The KG's index; raises one of `index_errors()` when it cannot be had."""
+        key = (kg.name, kg.description)
+        with self._lock:  # one build at a time: a second caller waits for the first's index
+            ctx = self._open.get(key)
+            if ctx is None:
+                ctx = self._open[key] = open_or_build_kg_index(kg, self.home, embedding=self.embedding, on_build=on_build)
+            return ctx
+
+    def close(self) -> None:
+        """Close the indexes."""
+        with self._lock:
+            for ctx in self._open.values():
+                ctx.close()
+            self._open.clear()
