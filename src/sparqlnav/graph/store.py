@@ -229,7 +229,10 @@ def remove_leftovers(stores_dir: Path) -> list[Path]:
         folder = entry.with_name(entry.name[: -len(".lock")]) if is_lock else entry
         if is_lock and folder.exists():
             continue  # handled with its folder
-        held = _take_lock(folder.with_name(folder.name + ".lock"), wait=False)
+        try:
+            held = _take_lock(folder.with_name(folder.name + ".lock"), wait=False)
+        except OSError:
+            continue  # a stores folder we may only read: leave it as it is
         if held is None:
             continue  # its builder is alive
         try:
