@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -744,3 +745,64 @@ def index_command(
         f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
         markup=False, highlight=False,
     )
+
+
+cache_app = typer.Typer(
+    help="List the local stores of RDF files (source, size, age); `cache clear` removes stale ones.",
+    no_args_is_help=False,
+)
+app.add_typer(cache_app, name="cache")
+
+
+def _human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _human_age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@cache_app.callback(invoke_without_command=True)
+def cache_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+    """List the stores built from local RDF files: source, size, age, and whether the source changed since."""
+    from sparqlnav.graph.cache import list_stores
+
+    if ctx.invoked_subcommand is not None:
+        return
+    stores_dir = settings_for(None).paths.stores_dir
+    stores = list_stores(stores_dir)
+    if json_output:
+        print(json.dumps({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]}, ensure_ascii=False))
+        return
+    table = Table(title=str(stores_dir))
+    for column in ("store", "source", "triples", "size", "age", "status"):
+        table.add_column(column, overflow="fold", no_wrap=column == "store")
+    for s in stores:
+        source = s.files[0] if len(s.files) == 1 else f"{len(s.files)} files under {os.path.commonpath(s.files)}" if s.files else "?"
+        table.add_row(s.path.name, source, str(s.triples), _human_size(s.size_bytes), _human_age(s.age_s), s.status)
+    out().print(table)
+    err().print(f"{len(stores)} store(s), {_human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
+
+
+@cache_app.command("clear")
+def cache_clear_command(
+    everything: Annotated[bool, typer.Option("--all", help="Remove every store, not only stale and damaged ones.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Remove stores whose source files changed or are gone, damaged ones and abandoned builds (--all: every store)."""
+    from sparqlnav.graph.cache import clear_stores
+
+    removed = clear_stores(settings_for(None).paths.stores_dir, everything=everything)
+    if json_output:
+        print(json.dumps({"removed": [s.to_json() for s in removed]}, ensure_ascii=False))
+        return
+    for s in removed:
+        out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {_human_size(s.size_bytes)})", markup=False, highlight=False)
+    err().print(f"{len(removed)} store(s) removed, {_human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import queue
 import shutil
@@ -21,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ import httpx
 import pyoxigraph as ox
 
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.graph.entities import EntityExpansionError, check_entity_expansion
 
 FORMATS: dict[str, ox.RdfFormat] = {
     ".ttl": ox.RdfFormat.TURTLE,
@@ -47,6 +50,9 @@ FORMATS: dict[str, ox.RdfFormat] = {
     ".json-ld": ox.RdfFormat.JSON_LD,
 }
 STORE_FORMAT_VERSION = "1"  # bump when the on-disk layout changes, so old stores are rebuilt
+BUILD_PREFIX = ".build-"  # folders of stores being built; renamed to their key when complete
+
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, int, int], None]  # (message, done, total)
 
@@ -97,17 +103,29 @@ class StoreInfo:
 def ensure_store(
     files: list[Path], stores_dir: Path, progress: ProgressFn | None = None
 ) -> StoreInfo:
-    """Load files into a store under `stores_dir` unless an up-to-date one exists; atomic and crash-safe."""
-    final = stores_dir / store_key(files)
-    meta_path = final / "meta.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        return StoreInfo(final, tuple(meta["files"]), int(meta["triples"]))
+    """Load files into a store under `stores_dir` unless an up-to-date one exists; atomic and crash-safe.
+
+    Leftovers of builds whose process died are removed first; a damaged store is rebuilt from its files.
+    """
     stores_dir.mkdir(parents=True, exist_ok=True)
-    tmp = stores_dir / f".build-{final.name}-{os.getpid()}-{threading.get_ident()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    remove_leftovers(stores_dir)
+    final = stores_dir / store_key(files)
+    if final.exists():
+        problem = store_damage(final)
+        if problem is None:
+            return read_store(final)
+        notice = f"the store {final} is damaged ({problem}); rebuilding it from its source files"
+        log.warning("%s", notice)
+        if progress:
+            progress(notice, 0, len(files))
+        shutil.rmtree(final, ignore_errors=True)
+    for f in files:
+        if FORMATS[f.suffix.lower()] == ox.RdfFormat.RDF_XML:
+            try:
+                check_entity_expansion(f)
+            except EntityExpansionError as exc:
+                raise LoadError(f"cannot load {f}: {exc}") from None
+    with _build_folder(stores_dir, final.name) as tmp:
         store = ox.Store(str(tmp / "oxigraph"))
         for i, f in enumerate(files):
             if progress:
@@ -129,16 +147,116 @@ def ensure_store(
             "created": time.time(),
         }
         (tmp / "meta.json").write_text(json.dumps(info, indent=1))
-        try:
+        with contextlib.suppress(OSError):  # another process finished the same store first; use theirs
             tmp.rename(final)
-        except OSError:
-            # Another process finished the same store first; use theirs.
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
+    _remove_superseded(stores_dir, final)
+    return read_store(final)
+
+
+def read_store(path: Path) -> StoreInfo:
+    """The store at `path` as its meta.json describes it; LoadError naming the file when that is unreadable."""
+    meta_path = path / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        return StoreInfo(path, tuple(str(f) for f in meta["files"]), int(meta["triples"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(f"cannot read {meta_path}: {type(exc).__name__}: {exc}") from None
+
+
+def store_damage(path: Path) -> str | None:
+    """What is wrong with a built store (its meta.json or its database), or None when it opens and reads."""
+    try:
+        info = read_store(path)
+    except LoadError as exc:
+        return str(exc)
+    try:
+        store = ox.Store.read_only(str(info.data_dir))
+        first = next(iter(store.quads_for_pattern(None, None, None)), None)
+        del store
+    except (OSError, RuntimeError, ValueError) as exc:
+        return f"cannot read {info.data_dir}: {exc}"
+    if first is None and info.triples:
+        return f"{info.data_dir} is empty but should hold {info.triples} triples"
+    return None
+
+
+def _take_lock(path: Path, *, wait: bool) -> IO[str] | None:
+    """An open file holding an flock on `path` (created if need be), or None when another process holds it.
+
+    A lock on a file that was unlinked meanwhile guards nothing, so the path is checked to still be it.
+    """
+    while True:
+        held = path.open("a")
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.close()
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(held.fileno()).st_ino:
+                return held
+        held.close()
+
+
+@contextlib.contextmanager
+def _build_folder(stores_dir: Path, key: str) -> Iterator[Path]:
+    """A fresh `.build-*` folder, locked for as long as this process builds in it, removed afterwards.
+
+    The lock (an flock on a file beside the folder) dies with the process however it ends, even by
+    SIGKILL, so `remove_leftovers` can tell an abandoned folder from one still being built.
+    """
+    tmp = stores_dir / f"{BUILD_PREFIX}{key}-{os.getpid()}-{threading.get_ident()}"
+    lock = tmp.with_name(tmp.name + ".lock")
+    held = _take_lock(lock, wait=True)  # taken before the folder exists, so no cleaner sees it unlocked
+    assert held is not None
+    try:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    meta = json.loads(meta_path.read_text())
-    return StoreInfo(final, tuple(meta["files"]), int(meta["triples"]))
+        tmp.mkdir()
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        lock.unlink(missing_ok=True)
+        held.close()
+
+
+def remove_leftovers(stores_dir: Path) -> list[Path]:
+    """Remove `.build-*` folders no live process is building in (left by a crash or a kill); return them."""
+    removed: list[Path] = []
+    if not stores_dir.is_dir():
+        return removed
+    for entry in sorted(stores_dir.glob(BUILD_PREFIX + "*")):
+        is_lock = entry.name.endswith(".lock")
+        folder = entry.with_name(entry.name[: -len(".lock")]) if is_lock else entry
+        if is_lock and folder.exists():
+            continue  # handled with its folder
+        try:
+            held = _take_lock(folder.with_name(folder.name + ".lock"), wait=False)
+        except OSError:
+            continue  # a stores folder we may only read: leave it as it is
+        if held is None:
+            continue  # its builder is alive
+        try:
+            if not is_lock:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+            folder.with_name(folder.name + ".lock").unlink(missing_ok=True)
+        finally:
+            held.close()
+    return removed
+
+
+def _remove_superseded(stores_dir: Path, current: Path) -> None:
+    """Remove stores built earlier from the same files (since changed), so old versions do not pile up."""
+    try:
+        sources = read_store(current).files
+    except LoadError:
+        return
+    for entry in stores_dir.iterdir():
+        if entry == current or entry.name.startswith(".") or not entry.is_dir():
+            continue
+        with contextlib.suppress(LoadError):
+            if read_store(entry).files == sources:
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def oxigraph_binary() -> str:
