@@ -376,7 +376,7 @@ class RateLimiter:
         return 0.0
 
 
-class Guard:
+class RequestGuard:
     """ASGI middleware: a request id on every response, bearer-token auth and a rate limit on the API,
     and one structured log line per request (written when a stream ends, with its real duration)."""
 
@@ -896,7 +896,7 @@ def create_app(
 
     guard_token = config.token or None
     limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
-    app.add_middleware(Guard, token=guard_token, limiter=limiter)
+    app.add_middleware(RequestGuard, token=guard_token, limiter=limiter)
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,

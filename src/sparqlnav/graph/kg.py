@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparqlnav.graph.endpoint import Endpoint
-from sparqlnav.graph.names import Hit, Kind
+from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
 from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
 from sparqlnav.sparql.prefixes import PrefixMap
@@ -21,7 +21,7 @@ class Names(Protocol):
 
     def search(
         self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
-    ) -> list[Hit]:
+    ) -> list[NameHit]:
         """Ranked matches for a name."""
         ...
 

@@ -32,12 +32,12 @@ __all__ = [
     "LLMError",
     "LLMOutputError",
     "LLMReply",
+    "LLMUsage",
     "Message",
     "ModelPrice",
     "StructuredReply",
     "ToolCall",
     "ToolSpec",
-    "Usage",
     "UsageTotals",
     "extract_json_object",
     "load_prices",
@@ -218,7 +218,7 @@ class Message(BaseModel):
         return cls(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
-class Usage(BaseModel):
+class LLMUsage(BaseModel):
     """Tokens, cost and time of one LLM call."""
 
     input_tokens: int = 0
@@ -234,7 +234,7 @@ class LLMReply(BaseModel):
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
+    usage: LLMUsage = Field(default_factory=LLMUsage)
     finish_reason: str | None = None
     model: str | None = None
 
@@ -266,7 +266,7 @@ class UsageTotals:
     cached_calls: int = 0
     cost_known: bool = True  # False once any call had no price
 
-    def add(self, usage: Usage) -> None:
+    def add(self, usage: LLMUsage) -> None:
         """Count one call."""
         self.llm_calls += 1
         self.input_tokens += usage.input_tokens
@@ -304,7 +304,7 @@ class Budget:
         """Seconds left, or None without a time limit."""
         return None if self.max_seconds is None else self.max_seconds - self.elapsed()
 
-    def charge(self, usage: Usage) -> None:
+    def charge(self, usage: LLMUsage) -> None:
         """Count one call and its tokens."""
         self.calls += 1
         self.tokens += usage.input_tokens + usage.output_tokens
@@ -847,7 +847,7 @@ class LLMClient:
             if reason:
                 raise BudgetExceeded(reason)
 
-    def _account(self, usage: Usage, budget: Budget | None) -> None:
+    def _account(self, usage: LLMUsage, budget: Budget | None) -> None:
         with self._lock:
             self._totals.add(usage)
         if budget is not None:
@@ -963,7 +963,7 @@ class LLMClient:
             model=model,
         )
 
-    def _usage(self, raw: Mapping[str, Any], model: str, latency: float) -> Usage:
+    def _usage(self, raw: Mapping[str, Any], model: str, latency: float) -> LLMUsage:
         input_tokens = int(raw.get("prompt_tokens") or raw.get("input_tokens") or 0)
         output_tokens = int(raw.get("completion_tokens") or raw.get("output_tokens") or 0)
         price = self.config.price() or self.config.price(model)
@@ -972,7 +972,7 @@ class LLMClient:
             cost = (
                 input_tokens * price.input_per_million + output_tokens * price.output_per_million
             ) / 1e6
-        return Usage(
+        return LLMUsage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,

@@ -179,7 +179,7 @@ def endpoint_doc(url: str, description: str, *, title: str = "") -> Doc:
 
 
 @dataclass(frozen=True)
-class Hit:
+class IndexHit:
     """A retrieved document, its fused score and its rank in each list (1-based; None when absent)."""
 
     doc: Doc
@@ -214,15 +214,15 @@ def rrf(rankings: Iterable[Sequence[str]], *, k: int = RRF_K) -> dict[str, float
     return scores
 
 
-def fuse_hits(lists: Sequence[Sequence[Hit]], *, k: int) -> list[Hit]:
+def fuse_hits(lists: Sequence[Sequence[IndexHit]], *, k: int) -> list[IndexHit]:
     """Merge hit lists of several queries into one deduplicated list, best first (rank fusion)."""
     fused = rrf([[h.doc.id for h in hits] for hits in lists])
-    best: dict[str, Hit] = {}
+    best: dict[str, IndexHit] = {}
     for hits in lists:
         for h in hits:
             best.setdefault(h.doc.id, h)
     ordered = sorted(fused, key=lambda i: (-fused[i], i))[:k]
-    return [Hit(best[i].doc, fused[i], best[i].lexical_rank, best[i].dense_rank) for i in ordered]
+    return [IndexHit(best[i].doc, fused[i], best[i].lexical_rank, best[i].dense_rank) for i in ordered]
 
 
 class RetrievalIndex(Protocol):
@@ -246,7 +246,7 @@ class RetrievalIndex(Protocol):
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k hits for each text (one embedding batch for all)."""
         ...
 
@@ -259,7 +259,7 @@ class RetrievalIndex(Protocol):
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         ...
 
@@ -517,7 +517,7 @@ class LocalIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         return self.search_many([text], k=k, kinds=kinds, endpoints=endpoints, exclude=exclude, mode=mode)[0]
 
@@ -530,7 +530,7 @@ class LocalIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k hits per text; hybrid falls back to lexical when there are no usable vectors."""
         memory = self._load()
         dense = mode in ("dense", "hybrid") and memory.vectors is not None and self.embedder is not None
@@ -541,7 +541,7 @@ class LocalIndex:
         if dense and texts:
             assert self.embedder is not None
             queries = self.embedder.embed(list(texts))
-        out: list[list[Hit]] = []
+        out: list[list[IndexHit]] = []
         depth = max(_CANDIDATES, 5 * k)
         for n, text in enumerate(texts):
             lex_scores = memory.lexical(text) if mode != "dense" else None
@@ -563,7 +563,7 @@ class LocalIndex:
                 fused = rrf([[str(i) for i in lex], [str(i) for i in dense_ids]])
                 ranked = sorted(fused, key=lambda s: (-fused[s], int(s)))[:k]
                 chosen = [(int(s), fused[s]) for s in ranked]
-            out.append([Hit(memory.docs[i], score, lex_rank.get(i), dense_rank.get(i)) for i, score in chosen])
+            out.append([IndexHit(memory.docs[i], score, lex_rank.get(i), dense_rank.get(i)) for i, score in chosen])
         return out
 
     def _why_no_vectors(self) -> str:
@@ -778,7 +778,7 @@ class QdrantIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         return self.search_many([text], k=k, kinds=kinds, endpoints=endpoints, exclude=exclude, mode=mode)[0]
 
@@ -791,7 +791,7 @@ class QdrantIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k per text; hybrid is Qdrant's RRF over a dense and a sparse prefetch."""
         m = self.models
         current = self._current()
@@ -803,7 +803,7 @@ class QdrantIndex:
         flt = self._filter(kinds, endpoints, exclude)
         queries = self.embedder.embed(list(texts)) if dense and self.embedder is not None and texts else None
         depth = max(_CANDIDATES, 5 * k)
-        out: list[list[Hit]] = []
+        out: list[list[IndexHit]] = []
         for n, text in enumerate(texts):
             ids, _ = bm25_sparse(tokenize(text), 1.0)
             sparse_query = m.SparseVector(indices=ids, values=[1.0] * len(ids))
@@ -826,7 +826,7 @@ class QdrantIndex:
                 chosen = [(i, fused[i]) for i in sorted(fused, key=lambda s: (-fused[s], s))[:k]]
             records = {str(r.id): r for r in self.client.retrieve(current, ids=[i for i, _ in chosen], with_payload=True)} if chosen else {}
             out.append([
-                Hit(Doc.from_json(records[str(i)].payload or {}), score, lex_rank.get(i), dense_rank.get(i))
+                IndexHit(Doc.from_json(records[str(i)].payload or {}), score, lex_rank.get(i), dense_rank.get(i))
                 for i, score in chosen if str(i) in records
             ])
         return out
@@ -841,7 +841,7 @@ def search_all(
     endpoints: Collection[str] | None = None,
     exclude: Collection[str] = (),
     mode: Mode = "hybrid",
-) -> list[Hit]:
+) -> list[IndexHit]:
     """Search with several texts (a question and its parts) and fuse the lists into k distinct hits."""
     texts = [t for t in dict.fromkeys(t.strip() for t in texts) if t]
     if not texts:
@@ -850,7 +850,7 @@ def search_all(
     return fuse_hits(lists, k=k)
 
 
-def doc_ids(hits: Iterable[Hit]) -> list[str]:
+def doc_ids(hits: Iterable[IndexHit]) -> list[str]:
     """The ids of hits, in order."""
     return [h.doc.id for h in hits]
 
@@ -1082,7 +1082,7 @@ __all__ = [
     "Doc",
     "DocKind",
     "EndpointRunner",
-    "Hit",
+    "IndexHit",
     "IndexUnavailable",
     "KGIndex",
     "LocalIndex",

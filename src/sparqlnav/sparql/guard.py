@@ -39,7 +39,7 @@ _TOKEN = re.compile(
 
 
 @dataclass(frozen=True)
-class Token:
+class SparqlToken:
     """One lexical token: kind is lstring/string/iri/var/pname/word/other."""
 
     kind: str
@@ -51,18 +51,18 @@ class Refused(Exception):
     """A query the guard will not let through; the message says why, in one line."""
 
 
-def tokens(query: str) -> list[Token]:
+def tokens(query: str) -> list[SparqlToken]:
     """Lexical tokens of a SPARQL text, comments dropped."""
-    out: list[Token] = []
+    out: list[SparqlToken] = []
     for m in _TOKEN.finditer(query):
         kind = m.lastgroup or "other"
         if kind == "comment":
             continue
-        out.append(Token(kind, m.group(), m.start()))
+        out.append(SparqlToken(kind, m.group(), m.start()))
     return out
 
 
-def declared_prefixes(toks: list[Token]) -> dict[str, str]:
+def declared_prefixes(toks: list[SparqlToken]) -> dict[str, str]:
     """PREFIX declarations of the query (prefix → namespace)."""
     found: dict[str, str] = {}
     for i, t in enumerate(toks[:-2]):
