@@ -22,9 +22,9 @@ from urllib.parse import quote
 import httpx
 import pyoxigraph as ox
 
-from sparqlnav import __version__
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.sparql.guard import QueryForm, Refused, check_query
+from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ROWS = 10_000

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint
 from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
@@ -30,7 +31,7 @@ class Names(Protocol):
         ...
 
 
-class KGError(Exception):
+class KGError(SparqlnavError):
     """A `--kg` value that cannot be opened; the message is one line."""
 
 

@@ -30,6 +30,7 @@ from typing import IO, Any
 import httpx
 import pyoxigraph as ox
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
 
 FORMATS: dict[str, ox.RdfFormat] = {
@@ -51,7 +52,7 @@ STORE_FORMAT_VERSION = "1"  # bump when the on-disk layout changes, so old store
 ProgressFn = Callable[[str, int, int], None]  # (message, done, total)
 
 
-class LoadError(Exception):
+class LoadError(SparqlnavError):
     """A file could not be loaded; the message names the file and the parser's complaint."""
 
 

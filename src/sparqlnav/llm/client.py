@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from sparqlnav.errors import SparqlnavError
+
 if TYPE_CHECKING:
     import openai  # imported when a client is made: it takes a second, and many runs need no LLM
 
@@ -59,7 +61,7 @@ REACT_STOP = "\nObservation:"
 # ---------------------------------------------------------------- errors
 
 
-class LLMError(Exception):
+class LLMError(SparqlnavError):
     """An LLM request failed for good; the message is one line a person can act on."""
 
     def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 0) -> None:

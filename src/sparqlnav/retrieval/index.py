@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from scipy import sparse
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint, rows_as_dicts
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.schema import Schema, compute_schema, read_void, schema_from_void_file
@@ -53,7 +54,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-class IndexUnavailable(Exception):
+class IndexUnavailable(SparqlnavError):
     """An index that cannot be used as asked (missing, built with another embedder, no vectors)."""
 
 
@@ -860,7 +861,7 @@ def doc_ids(hits: Iterable[IndexHit]) -> list[str]:
 MANIFEST = "manifest.json"
 
 
-class SchemaUnavailable(Exception):
+class SchemaUnavailable(SparqlnavError):
     """The schema of a graph could not be read or computed; one line."""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
 
 QueryForm = Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
@@ -47,7 +48,7 @@ class SparqlToken:
     pos: int
 
 
-class Refused(Exception):
+class Refused(SparqlnavError):
     """A query the guard will not let through; the message says why, in one line."""
 
 

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
+from sparqlnav.errors import SparqlnavError
+
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDF_TYPE = RDF + "type"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -195,7 +197,7 @@ class ParsedQuery:
     """Subquery id → the variables it projects (None for SELECT *): the others are local to it."""
 
 
-class SparqlSyntaxError(Exception):
+class SparqlSyntaxError(SparqlnavError):
     """A syntax error with its 1-based line and column."""
 
     def __init__(self, message: str, line: int, column: int, offset: int) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import STRONG_SCORE, NameHit
@@ -19,7 +20,7 @@ EDGE_LIMIT = 2000
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
-class LookupFailed(Exception):
+class LookupFailed(SparqlnavError):
     """A lookup that cannot be done (unknown identifier, engine failure); one-line message."""
 
 
