@@ -35,14 +35,15 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sparqlnav import __version__
-from sparqlnav.answer import Answer, Strategy
+from sparqlnav.answer import Answer, Strategy, run_question
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
 from sparqlnav.settings import Settings
 from sparqlnav.trace import Event, Trace
+from sparqlnav.version import __version__
 
 if TYPE_CHECKING:
     from sparqlnav.faces.mcp import McpTools
@@ -152,7 +153,7 @@ def parse_pairs(values: Iterable[str]) -> dict[str, str]:
 # -- knowledge graphs -----------------------------------------------------------------------------
 
 
-class UnknownKG(KeyError):
+class UnknownKG(SparqlnavError, KeyError):
     """A KG name this server does not offer."""
 
     def __str__(self) -> str:
@@ -226,7 +227,7 @@ class KGPool:
 # -- runs in worker threads --------------------------------------------------------------------------
 
 
-class Saturated(Exception):
+class Saturated(SparqlnavError):
     """Every worker slot is busy."""
 
 
@@ -553,8 +554,7 @@ class Service:
 
         def work() -> Answer:
             graph = self.pool.get(kg_name)
-            answer = strategy.run(question, graph, trace)
-            trace.finish()
+            answer = run_question(strategy, question, graph, trace)
             answer.extra.setdefault("kg", kg_name)
             answer.extra["display"] = display(graph, answer.results)
             u = trace.usage

@@ -504,7 +504,7 @@ class _Run:
             strategy="retrieve",
             sparql=sparql,
             results=table,
-            answer=text,
+            text=text,
             trace=self.trace,
             status=status,
             error=error,
