@@ -126,7 +126,7 @@ def run_once(server: ScriptedLLM, kg: KnowledgeGraph, agent: Explore) -> tuple[f
     t = time.perf_counter()
     answer = agent.run(QUESTION, kg, trace)
     wall = time.perf_counter() - t
-    assert answer.status == "answered" and server.problems == [], (answer.answer, server.problems)
+    assert answer.status == "answered" and server.problems == [], (answer.text, server.problems)
     found = (
         {t.value.rsplit("/", 1)[-1] for t in answer.results.column("e")}
         if answer.results

@@ -157,7 +157,7 @@ def run_dataset(
                 seconds,
                 trace.usage.sparql_queries,
                 answer.sparql,
-                answer.answer,
+                answer.text,
                 dict(answer.extra),
             )
         )

@@ -113,7 +113,7 @@ def test_full_run_on_the_demo_kg_reaches_the_gold_answer(
         "PREFIX p: <https://demo.sparqlnav.org/prop/>"
     )
     assert answer.sparql.endswith(CURIE_QUERY)  # the model's query, made runnable on its own
-    assert answer.answer == "Marie Curie received the Nobel Prize in Chemistry in 1911."
+    assert answer.text == "Marie Curie received the Nobel Prize in Chemistry in 1911."
     # Every identifier the query used had been observed: no guideline fired, no rollback.
     assert kinds(answer, "feedback") == [] and kinds(answer, "rollback") == []
     assert [a["tool"] for a in kinds(answer, "action")] == [
@@ -356,7 +356,7 @@ def test_a_server_that_never_answers_ends_with_a_clear_error(
     assert answer.error is not None and "\n" not in answer.error
     assert "failed after 1 attempt(s): no answer within 0.5 s" in answer.error
     assert kinds(answer, "error")[0]["message"] == answer.error
-    assert answer.answer.startswith("The LLM failed:")
+    assert answer.text.startswith("The LLM failed:")
 
 
 def test_a_server_error_ends_the_run_and_keeps_the_best_query(
@@ -396,7 +396,7 @@ def test_budget_exhaustion_returns_the_best_answer_so_far(
     assert answer.status == "budget_exhausted" and answer.error is None
     assert values(answer) == gold_demo("demo-01")  # the last query that returned rows
     assert "wd:Q8 wdt:P61 ?discoverer" in (answer.sparql or "")
-    assert answer.answer == (
+    assert answer.text == (
         "Best answer so far (the budget of 3 actions is used up; not confirmed by the agent): "
         "Scheele and Priestley discovered oxygen."
     )
@@ -418,7 +418,7 @@ def test_the_total_budget_counts_rolled_back_actions(
     # Each repetition empties the state, so the search after it is a fresh action again (§4.2).
     assert [r["removed"] for r in kinds(answer, "rollback")] == [1, 1]
     assert answer.extra["actions_total"] == 4 and answer.extra["actions"] == 0
-    assert answer.answer == (
+    assert answer.text == (
         "No answer: the budget of 4 actions in total (with rollbacks) is used up "
         "before any query returned a result."
     )
@@ -426,7 +426,7 @@ def test_the_total_budget_counts_rolled_back_actions(
 
 def test_the_run_time_budget_stops_the_run(scripted_llm: ScriptedLLM, demo: KnowledgeGraph) -> None:
     answer = ask(scripted_llm, demo, "Who discovered oxygen?", [], max_seconds=0.0)
-    assert answer.status == "budget_exhausted" and "LLM time budget used up" in answer.answer
+    assert answer.status == "budget_exhausted" and "LLM time budget used up" in answer.text
     assert scripted_llm.requests == []
 
 

@@ -124,8 +124,8 @@ def test_demo_shapes(demo: KnowledgeGraph, question: str, expected: set[str]) ->
 def test_yes_no_questions(demo: KnowledgeGraph) -> None:
     yes = STRATEGY.run("Is helium a noble gas?", demo, Trace())
     no = STRATEGY.run("Is hydrogen an alkali metal?", demo, Trace())
-    assert yes.results is not None and yes.results.boolean is True and yes.answer == "Yes."
-    assert no.results is not None and no.results.boolean is False and no.answer == "No."
+    assert yes.results is not None and yes.results.boolean is True and yes.text == "Yes."
+    assert no.results is not None and no.results.boolean is False and no.text == "No."
     assert yes.sparql is not None and yes.sparql.lstrip().split("\n")[-3].startswith("ASK")
 
 
@@ -133,7 +133,7 @@ def test_answer_trace_and_text(demo: KnowledgeGraph) -> None:
     trace = Trace()
     answer = STRATEGY.run("Which elements did Marie Curie discover?", demo, trace)
     assert answer.strategy == "lexical" and answer.status == "answered"
-    assert answer.answer == "The answers are radium and polonium." or answer.answer == (
+    assert answer.text == "The answers are radium and polonium." or answer.text == (
         "The answers are polonium and radium."
     )
     assert answer.confidence is not None and 0.5 <= answer.confidence <= 1.0
@@ -157,7 +157,7 @@ def test_not_found_instead_of_a_guess(demo: KnowledgeGraph) -> None:
     assert answer.status == "not_found"
     assert answer.results is None
     assert answer.confidence is not None and answer.confidence < STRATEGY.threshold
-    assert answer.answer.startswith("I could not find an answer")
+    assert answer.text.startswith("I could not find an answer")
 
 
 def test_threshold_turns_a_weak_answer_into_not_found(demo: KnowledgeGraph) -> None:

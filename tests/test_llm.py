@@ -19,10 +19,10 @@ from sparqlnav.llm.client import (
     LLMConfig,
     LLMError,
     LLMOutputError,
+    LLMUsage,
     Message,
     ModelPrice,
     ToolSpec,
-    Usage,
     extract_json_object,
     parse_react,
 )
@@ -399,7 +399,7 @@ def test_time_budget_uses_its_clock() -> None:
     assert budget.exceeded() is None
     now[0] = 131.0
     assert budget.exceeded() == "LLM time budget used up (31.0 of 30 s)"
-    budget.charge(Usage(input_tokens=3, output_tokens=4))
+    budget.charge(LLMUsage(input_tokens=3, output_tokens=4))
     assert (budget.calls, budget.tokens) == (1, 7)
 
 

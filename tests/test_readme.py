@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,23 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert len(commands) == 2 and "sparqlnav ask" in commands[0]
     ci = (REPO / ".ci" / "run").read_text()
     assert commands[1].strip() in ci
+
+
+def test_readme_python_api_examples_run_as_shown(sn_home: Path) -> None:
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.+?)\n```", section, flags=re.DOTALL)
+    assert len(blocks) == 2 and "sparqlnav.ask('Who discovered oxygen?')" in blocks[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SPARQLNAV_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", "\n".join(blocks)],
+        env={**env, "SPARQLNAV_HOME": str(sn_home)},  # no LLM configured, as for a new user
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    demo = "https://demo.sparqlnav.org/entity/"
+    assert f"{demo}Q1010" in done.stdout and f"{demo}Q1011" in done.stdout  # Scheele and Priestley
+    assert any(line.startswith("The answers are Joseph Priestley and Carl Wilhelm Scheele. ") for line in lines)
+    assert lines[-2:] == ["Yes.", "There are 4."]

@@ -132,7 +132,7 @@ def test_a_wrong_predicate_is_fixed_through_the_validator_and_answers(
     # The fixed query ran to the reference answer.
     assert answer.status == "answered" and answer.sparql is not None and "pv:emailAddress" not in answer.sparql
     assert answer.results is not None and values(answer.results) == gold(ck25, own.query) != set()
-    assert "sabrina" in last_user(explain).lower() and answer.answer.startswith("Sabrina Geiger")
+    assert "sabrina" in last_user(explain).lower() and answer.text.startswith("Sabrina Geiger")
     usage = answer.trace.usage
     assert (usage.llm_calls, usage.sparql_queries) == (4, 1)
     assert usage.input_tokens == 200 + 3000 + 3000 + 400
@@ -311,7 +311,7 @@ def test_a_retrieval_failure_ends_the_run_with_an_error(scripted_llm: ScriptedLL
     # The embedding server is gone: the question cannot be embedded for dense retrieval.
     scripted_llm.script([decomposition(["genes"], ["Gene"])])
     answer = create(config(scripted_llm), index=index).run("Which genes?", demo, Trace())
-    assert answer.status == "error" and answer.answer.startswith("Retrieval failed: embedding server failed")
+    assert answer.status == "error" and answer.text.startswith("Retrieval failed: embedding server failed")
     assert answer.trace.usage.llm_calls == 1 and answer.trace.of_kind("error")
     index.close()
     embedder.close()

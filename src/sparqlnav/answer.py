@@ -1,4 +1,4 @@
-"""What every strategy returns, and the protocol strategies implement."""
+"""What every strategy returns, the protocol strategies implement, and the one way a question is run."""
 
 from __future__ import annotations
 
@@ -7,35 +7,40 @@ from typing import Any, Literal, Protocol
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable
-from sparqlnav.trace import Trace
+from sparqlnav.trace import Trace, Usage
 
 Status = Literal["answered", "not_found", "budget_exhausted", "error"]
 
 
 @dataclass
 class Answer:
-    """The outcome of asking one question: the final query, its results, a short answer and the trace."""
+    """The outcome of asking one question: the final query, its results, a short answer text and the trace."""
 
     question: str
     strategy: str
     sparql: str | None
     results: ResultTable | None
-    answer: str
+    text: str
     trace: Trace
     status: Status = "answered"
     confidence: float | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def usage(self) -> Usage:
+        """What the run cost (LLM calls and tokens, SPARQL queries, seconds), from its trace."""
+        return self.trace.usage
+
     def to_json(self) -> dict[str, Any]:
-        """The `ask --json` object of DESIGN.md."""
-        usage = self.trace.usage.to_json()
+        """The `ask --json` object of DESIGN.md (the text under the key "answer")."""
+        usage = self.usage.to_json()
         return {
             "question": self.question,
             "strategy": self.strategy,
             "sparql": self.sparql,
             "results": self.results.to_sparql_json() if self.results is not None else None,
-            "answer": self.answer,
+            "answer": self.text,
             "status": self.status,
             "confidence": self.confidence,
             "error": self.error,
@@ -53,3 +58,12 @@ class Strategy(Protocol):
     def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
         """Answer one question."""
         ...
+
+
+def run_question(strategy: Strategy, question: str, kg: KnowledgeGraph, trace: Trace | None = None) -> Answer:
+    """Run one question with a strategy over an open KG; the trace (new by default) gets its total time even on error."""
+    trace = Trace() if trace is None else trace
+    try:
+        return strategy.run(question, kg, trace)
+    finally:
+        trace.finish()

@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 import yaml
 
+from sparqlnav.errors import SparqlnavError
+
 DatasetFormat = Literal["qald", "text2sparql", "spinach", "spinach-output", "plain"]
 
 _ABSOLUTE_IRI = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://\S*|urn:\S+)$")
@@ -39,7 +41,7 @@ _PROLOGUE = re.compile(
 _GOLD_KEYS = ("gold", "results", "answer")
 
 
-class DatasetFormatError(ValueError):
+class DatasetFormatError(SparqlnavError, ValueError):
     """The file is not in any dataset format we know, or is malformed for its format."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.metrics import Scores, aggregate
 
 FailureKind = Literal[
@@ -47,7 +48,7 @@ PLOT_TAGS_COMPARE = "f1_by_tag_compare.png"
 COMPARE = "compare.md"
 
 
-class ReportError(Exception):
+class ReportError(SparqlnavError):
     """A folder that is not an evaluation run; one line."""
 
 

@@ -32,14 +32,15 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from sparqlnav import __version__
-from sparqlnav.answer import Strategy
+from sparqlnav.answer import Strategy, run_question
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import Dataset, Question, load_dataset
 from sparqlnav.evaluation.gold import Gold, freeze_gold, gold_file_for
 from sparqlnav.evaluation.metrics import Scores, bindings, check_results, is_boolean, score
 from sparqlnav.evaluation.report import FailureKind, write_report
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.trace import Trace
+from sparqlnav.version import __version__
 
 PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"
@@ -51,7 +52,7 @@ _EM_TOLERANCE = 1e-9
 StrategyFactory = Callable[[], Strategy]
 
 
-class EvalError(Exception):
+class EvalError(SparqlnavError):
     """An evaluation that cannot start (e.g. the run folder holds another experiment); one line."""
 
 
@@ -261,11 +262,9 @@ def answer_one(
     """Ask one question and build its record; an exception in the strategy becomes the record's error."""
     trace = Trace()
     try:
-        answer = strategy.run(question.question, kg, trace)
-        trace.finish()
+        answer = run_question(strategy, question.question, kg, trace)
         return make_record(question, gold, answer.to_json(), trace, fold=fold)
     except Exception as exc:  # noqa: BLE001 - one failing question must not end the run; the record says why
-        trace.finish()
         message = " ".join(str(exc).split()) or type(exc).__name__
         error = f"{type(exc).__name__}: {message}"[:2000]
         return make_record(question, gold, None, trace, error=error, fold=fold)

@@ -11,10 +11,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.metrics import AnswerJudge, Scores, aggregate, check_results, score
 
 
-class ScoreFileError(ValueError):
+class ScoreFileError(SparqlnavError, ValueError):
     """A predictions file that cannot be scored; the message names the file and line."""
 
 

@@ -16,12 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
 from sparqlnav.settings import ConfigError, Settings
-from sparqlnav.trace import Event, Trace
+from sparqlnav.trace import Event
 
 app = typer.Typer(
     name="sparqlnav",
@@ -46,7 +47,7 @@ TimeoutOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 
 
-class CliError(Exception):
+class CliError(SparqlnavError):
     """An error shown as one line, exit code 1."""
 
 
@@ -264,21 +265,21 @@ def ask(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
+    from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
     settings = settings_for(timeout, llm_model)
     llm = settings.llm
+    # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm)
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
     with opened(kg, settings) as graph:
-        trace = Trace()
         shown = _StepPrinter(console)
-        if not json_output and not quiet:
-            trace.subscribe(shown)
-        result = chosen.run(question, graph, trace)
-        trace.finish()
+        result = ask_question(
+            question, kg=graph, strategy=chosen, on_event=None if json_output or quiet else shown
+        )
         shown.close()
         if json_output:
             print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
@@ -292,7 +293,7 @@ def ask(
         if result.results is not None and not result.results.is_boolean and result.results.rows:
             screen.print(rich_table(result.results, graph))
         screen.rule("Answer", style="dim")
-        screen.print(result.answer, markup=False, highlight=False)
+        screen.print(result.text, markup=False, highlight=False)
         u = result.trace.usage
         console.print(
             f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "

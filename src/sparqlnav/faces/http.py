@@ -26,7 +26,6 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sparqlnav import __version__
 from sparqlnav.faces.routes_ask import ask_routes
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
 from sparqlnav.faces.routes_tools import tool_routes
@@ -43,14 +42,15 @@ from sparqlnav.faces.service import (
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
+from sparqlnav.version import __version__
 
 if TYPE_CHECKING:
     from sparqlnav.llm.client import LLMConfig
 
 __all__ = [
-    "Guard",
     "JsonFormatter",
     "RateLimiter",
+    "RequestGuard",
     "ServeConfig",
     "app_factory",
     "background",
@@ -128,7 +128,7 @@ class RateLimiter:
         return 0.0
 
 
-class Guard:
+class RequestGuard:
     """ASGI middleware: a request id on every response, bearer-token auth and a rate limit on the API,
     and one structured log line per request (written when a stream ends, with its real duration)."""
 
@@ -286,7 +286,7 @@ def create_app(
 
     guard_token = config.token or None
     limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
-    app.add_middleware(Guard, token=guard_token, limiter=limiter)
+    app.add_middleware(RequestGuard, token=guard_token, limiter=limiter)
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -18,12 +18,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from sparqlnav import __version__
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, Tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
+from sparqlnav.version import __version__
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
@@ -161,6 +161,7 @@ def create_mcp_server(
         add(_bound(declared, toolkit, kg_param), declared.name, declared.description)
 
     if llm is not None:
+        from sparqlnav.answer import run_question
         from sparqlnav.strategies import StrategyUnavailable, make_strategy
 
         factory = strategy_factory or _cached(make_strategy)
@@ -172,12 +173,10 @@ def create_mcp_server(
                 chosen = factory(strategy, llm_config)
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
-            trace = Trace()
-            answer = chosen.run(question, graph, trace)
-            trace.finish()
+            answer = run_question(chosen, question, graph)
             if answer.status == "error":
-                raise ToolError(answer.error or answer.answer or "the strategy failed")
-            parts = [answer.answer]
+                raise ToolError(answer.error or answer.text or "the strategy failed")
+            parts = [answer.text]
             if answer.sparql:
                 parts.append("SPARQL:\n" + answer.sparql.strip())
             if answer.results is not None:

@@ -10,8 +10,8 @@ from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
-from sparqlnav import __version__
 from sparqlnav.faces.service import Service
+from sparqlnav.version import __version__
 
 
 def web_dir() -> Path:

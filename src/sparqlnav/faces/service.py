@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from fastapi import HTTPException
 from fastapi.responses import Response
 
-from sparqlnav.answer import Answer, Strategy
+from sparqlnav.answer import Answer, Strategy, run_question
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
@@ -129,7 +130,7 @@ def parse_pairs(values: Iterable[str]) -> dict[str, str]:
 # -- knowledge graphs -----------------------------------------------------------------------------
 
 
-class UnknownKG(KeyError):
+class UnknownKG(SparqlnavError, KeyError):
     """A KG name this server does not offer."""
 
     def __str__(self) -> str:
@@ -203,7 +204,7 @@ class KGPool:
 # -- runs in worker threads --------------------------------------------------------------------------
 
 
-class Saturated(Exception):
+class Saturated(SparqlnavError):
     """Every worker slot is busy."""
 
 
@@ -367,8 +368,7 @@ class Service:
 
         def work() -> Answer:
             graph = self.pool.get(kg_name)
-            answer = strategy.run(question, graph, trace)
-            trace.finish()
+            answer = run_question(strategy, question, graph, trace)
             answer.extra.setdefault("kg", kg_name)
             answer.extra["display"] = display(graph, answer.results)
             u = trace.usage

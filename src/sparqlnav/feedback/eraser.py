@@ -22,7 +22,7 @@ import yaml
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
-from sparqlnav.sparql.guard import Token, declared_prefixes, tokens
+from sparqlnav.sparql.guard import SparqlToken, declared_prefixes, tokens
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 from sparqlnav.tools.lookup import EntityPage
 from sparqlnav.tools.toolkit import Observation
@@ -205,7 +205,7 @@ def normalise_iri(iri: str, vocab: Vocabulary | None) -> str:
     return iri
 
 
-def _iris(toks: Sequence[Token], prefixes: PrefixMap, declared: Mapping[str, str]) -> Iterable[str]:
+def _iris(toks: Sequence[SparqlToken], prefixes: PrefixMap, declared: Mapping[str, str]) -> Iterable[str]:
     skip: set[int] = set()
     for i, t in enumerate(toks):  # the namespace IRIs of PREFIX/BASE lines are not uses
         if t.kind == "word" and t.text.upper() in ("PREFIX", "BASE"):

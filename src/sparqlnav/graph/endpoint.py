@@ -23,10 +23,10 @@ import pyoxigraph as ox
 from pydantic import Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from sparqlnav import __version__
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, check_query
+from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ROWS = 10_000

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint
-from sparqlnav.graph.names import Hit, Kind
+from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
 from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
 from sparqlnav.sparql.prefixes import PrefixMap
@@ -21,7 +22,7 @@ class Names(Protocol):
 
     def search(
         self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
-    ) -> list[Hit]:
+    ) -> list[NameHit]:
         """Ranked matches for a name."""
         ...
 
@@ -30,7 +31,7 @@ class Names(Protocol):
         ...
 
 
-class KGError(Exception):
+class KGError(SparqlnavError):
     """A `--kg` value that cannot be opened; the message is one line."""
 
 

@@ -64,7 +64,7 @@ FIELD_WEIGHT = {"label": 1.0, "alias": 0.95, "local": 0.85, "description": 0.6}
 
 
 @dataclass(frozen=True)
-class Hit:
+class NameHit:
     """One search result: the thing, the name that matched, and a score in [0, ~1.1]."""
 
     iri: str
@@ -302,7 +302,7 @@ class LabelIndex:
                     out[iri] = label
         return out
 
-    def item(self, iri: str) -> Hit | None:
+    def item(self, iri: str) -> NameHit | None:
         """The index's record of one IRI."""
         row = (
             self._con()
@@ -311,7 +311,7 @@ class LabelIndex:
         )
         if row is None:
             return None
-        return Hit(row[0], row[1], row[2] or "", row[3] or "", row[2] or "", "label", 1.0, row[4])
+        return NameHit(row[0], row[1], row[2] or "", row[3] or "", row[2] or "", "label", 1.0, row[4])
 
     def aliases_of(self, iri: str) -> list[str]:
         """Aliases (and extra labels) of an IRI."""
@@ -331,7 +331,7 @@ class LabelIndex:
             )
         return int(self._con().execute("SELECT COUNT(*) FROM items").fetchone()[0])
 
-    def search(self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None) -> list[Hit]:
+    def search(self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None) -> list[NameHit]:
         """Ranked hits for `text`: exact, partial and misspelt names; popular things first among equals."""
         query = text.strip()
         if not query:
@@ -411,7 +411,7 @@ class LabelIndex:
         candidates: dict[int, tuple[str, str]],
         limit: int,
         wanted: set[Kind] | None,
-    ) -> list[Hit]:
+    ) -> list[NameHit]:
         if not candidates:
             return []
         con = self._con()
@@ -452,7 +452,7 @@ class LabelIndex:
         for iri, (score, rid, _) in top:
             _, kind, label, description, degree = meta[rid]
             text, field = candidates[rid]
-            hits.append(Hit(iri, kind, label or text, description or "", text, field, score, degree))
+            hits.append(NameHit(iri, kind, label or text, description or "", text, field, score, degree))
         return hits
 
 
@@ -484,4 +484,4 @@ def iter_store_triples(store: ox.Store) -> Iterator[tuple[str, str, str, bool, s
             yield quad.subject.value, quad.predicate.value, value, is_iri, lang
 
 
-__all__ = ["RDF_TYPE", "Hit", "LabelIndex", "iter_store_triples"]
+__all__ = ["RDF_TYPE", "LabelIndex", "NameHit", "iter_store_triples"]

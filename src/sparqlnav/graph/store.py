@@ -32,6 +32,7 @@ from typing import IO, Any
 import httpx
 import pyoxigraph as ox
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.entities import EntityExpansionError, check_entity_expansion
 
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]  # (message, done, total)
 
 
-class LoadError(Exception):
+class LoadError(SparqlnavError):
     """A file could not be loaded; the message names the file and the parser's complaint."""
 
 

@@ -12,7 +12,7 @@ import httpx
 
 from sparqlnav.graph.endpoint import HttpOptions, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph, wikidata_prefixes
-from sparqlnav.graph.names import Hit, Kind
+from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary, Wikibase
 from sparqlnav.settings import Settings
 
@@ -57,7 +57,7 @@ class WikidataNames:
             raise RuntimeError(f"Wikibase API error: {data['error'].get('info', data['error'])}")
         return data
 
-    def _search_type(self, text: str, kind: Literal["item", "property"], limit: int) -> list[Hit]:
+    def _search_type(self, text: str, kind: Literal["item", "property"], limit: int) -> list[NameHit]:
         data = self._get(
             {
                 "action": "wbsearchentities",
@@ -68,7 +68,7 @@ class WikidataNames:
                 "limit": str(limit),
             }
         )
-        hits: list[Hit] = []
+        hits: list[NameHit] = []
         n = len(data.get("search", []))
         for rank, entry in enumerate(data.get("search", [])):
             iri = entry.get("concepturi") or self.wikibase.entity_iri(entry["id"])
@@ -78,7 +78,7 @@ class WikidataNames:
             match = entry.get("match", {})
             self._remember(iri, label)
             hits.append(
-                Hit(
+                NameHit(
                     iri=iri,
                     kind="property" if kind == "property" else "entity",
                     label=label,
@@ -95,10 +95,10 @@ class WikidataNames:
 
     def search(
         self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
-    ) -> list[Hit]:
+    ) -> list[NameHit]:
         """Entities or properties in the API's ranking."""
         wanted = set(kinds or ("entity", "class", "property"))
-        hits: list[Hit] = []
+        hits: list[NameHit] = []
         if wanted & {"entity", "class"}:
             hits += self._search_type(text, "item", limit)
         if "property" in wanted:

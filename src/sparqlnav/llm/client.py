@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 
 if TYPE_CHECKING:
@@ -36,13 +37,13 @@ __all__ = [
     "LLMError",
     "LLMOutputError",
     "LLMReply",
+    "LLMUsage",
     "Message",
     "ModelPrice",
     "Recorder",
     "StructuredReply",
     "ToolCall",
     "ToolSpec",
-    "Usage",
     "UsageTotals",
     "extract_json_object",
     "load_prices",
@@ -66,7 +67,7 @@ REACT_STOP = "\nObservation:"
 # ---------------------------------------------------------------- errors
 
 
-class LLMError(Exception):
+class LLMError(SparqlnavError):
     """An LLM request failed for good; the message is one line a person can act on."""
 
     def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 0) -> None:
@@ -200,7 +201,7 @@ class Message(BaseModel):
         return cls(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
-class Usage(BaseModel):
+class LLMUsage(BaseModel):
     """Tokens, cost and time of one LLM call."""
 
     input_tokens: int = 0
@@ -216,7 +217,7 @@ class LLMReply(BaseModel):
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
+    usage: LLMUsage = Field(default_factory=LLMUsage)
     finish_reason: str | None = None
     model: str | None = None
 
@@ -248,7 +249,7 @@ class UsageTotals:
     cached_calls: int = 0
     cost_known: bool = True  # False once any call had no price
 
-    def add(self, usage: Usage) -> None:
+    def add(self, usage: LLMUsage) -> None:
         """Count one call."""
         self.llm_calls += 1
         self.input_tokens += usage.input_tokens
@@ -331,14 +332,14 @@ class _Reporter:
         outcome: CallOutcome,
         latency_s: float,
         *,
-        usage: Usage | None = None,
+        usage: LLMUsage | None = None,
         model: str | None = None,
         status_code: int | None = None,
         error: str | None = None,
     ) -> None:
         if self.record is None:
             return
-        u = usage or Usage()
+        u = usage or LLMUsage()
         self.record(
             CallRecord(
                 purpose=self.purpose,
@@ -379,7 +380,7 @@ class Budget:
         """Seconds left, or None without a time limit."""
         return None if self.max_seconds is None else self.max_seconds - self.elapsed()
 
-    def charge(self, usage: Usage) -> None:
+    def charge(self, usage: LLMUsage) -> None:
         """Count one call and its tokens."""
         self.calls += 1
         self.tokens += usage.input_tokens + usage.output_tokens
@@ -968,7 +969,7 @@ class LLMClient:
             if reason:
                 raise BudgetExceeded(reason)
 
-    def _account(self, usage: Usage, budget: Budget | None) -> None:
+    def _account(self, usage: LLMUsage, budget: Budget | None) -> None:
         with self._lock:
             self._totals.add(usage)
         if budget is not None:
@@ -1099,7 +1100,7 @@ class LLMClient:
             model=model,
         )
 
-    def _usage(self, raw: Mapping[str, Any], model: str, latency: float) -> Usage:
+    def _usage(self, raw: Mapping[str, Any], model: str, latency: float) -> LLMUsage:
         input_tokens = int(raw.get("prompt_tokens") or raw.get("input_tokens") or 0)
         output_tokens = int(raw.get("completion_tokens") or raw.get("output_tokens") or 0)
         price = self.config.price() or self.config.price(model)
@@ -1108,7 +1109,7 @@ class LLMClient:
             cost = (
                 input_tokens * price.input_per_million + output_tokens * price.output_per_million
             ) / 1e6
-        return Usage(
+        return LLMUsage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=cost,

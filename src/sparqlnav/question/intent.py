@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sparqlnav.graph.results import XSD
-from sparqlnav.question.linking import Token, is_stopword, word_set
+from sparqlnav.question.linking import WordToken, is_stopword, word_set
 
 AnswerType = Literal["count", "boolean", "person", "date", "place", "number", "thing"]
 
@@ -125,7 +125,7 @@ class Intent:
     aggregate_positions: frozenset[int] = frozenset()
 
 
-def analyse(tokens: Sequence[Token]) -> Intent:
+def analyse(tokens: Sequence[WordToken]) -> Intent:
     """The answer type and modifiers of a question, from its words alone."""
     words = [t.lower for t in tokens]
     used: set[int] = set()
@@ -257,7 +257,7 @@ def _superlative(words: Sequence[str]) -> Superlative | None:
     return None
 
 
-def _comparisons(tokens: Sequence[Token]) -> list[Comparison]:
+def _comparisons(tokens: Sequence[WordToken]) -> list[Comparison]:
     words = [t.lower for t in tokens]
     out: list[Comparison] = []
     for i in range(len(words)):

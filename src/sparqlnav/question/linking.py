@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.names import Hit, Kind, LabelIndex
+from sparqlnav.graph.names import Kind, LabelIndex, NameHit
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.tools.lookup import LookupFailed, property_iri, relations
 
@@ -115,7 +115,7 @@ _LETTER_DIGIT = re.compile(r"(?=.*\d)(?=.*[A-Za-z])|\d+[-/.]\d+")
 
 
 @dataclass(frozen=True)
-class Token:
+class WordToken:
     """A word of the question with its character offsets."""
 
     text: str
@@ -128,9 +128,9 @@ class Token:
         return self.text.lower()
 
 
-def tokenize(text: str) -> list[Token]:
+def tokenize(text: str) -> list[WordToken]:
     """Words (codes and hyphenated names kept whole) with their offsets."""
-    return [Token(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    return [WordToken(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
 def is_stopword(word: str) -> bool:
@@ -143,7 +143,7 @@ def is_code(word: str) -> bool:
     return bool(_LETTER_DIGIT.match(word)) and len(word) >= 2
 
 
-def content_positions(tokens: Sequence[Token]) -> list[int]:
+def content_positions(tokens: Sequence[WordToken]) -> list[int]:
     """Indices of the tokens that carry meaning (not stopwords, not punctuation)."""
     return [i for i, t in enumerate(tokens) if not is_stopword(t.text)]
 
@@ -350,7 +350,7 @@ class EntityCandidate:
 
     @classmethod
     def of(
-        cls, hit: Hit, mention: Mention, similarity: float, score: float, explained: frozenset[int] | None
+        cls, hit: NameHit, mention: Mention, similarity: float, score: float, explained: frozenset[int] | None
     ) -> EntityCandidate:
         """A candidate from a name-index hit and what scoring found."""
         return cls(hit.iri, hit.kind, hit.label, hit.description, mention, hit.matched, similarity, hit.degree, score, explained)
@@ -361,7 +361,7 @@ class EntityCandidate:
         return self.explained if self.explained is not None else self.mention.positions
 
 
-def _mention_weight(mention: Mention, tokens: Sequence[Token]) -> float:
+def _mention_weight(mention: Mention, tokens: Sequence[WordToken]) -> float:
     """Longer, capitalised, quoted or coded mentions are more likely to be names."""
     words = [t for t in tokens[mention.first : mention.last + 1]] if mention.first >= 0 else []
     content = [w for w in words if not is_stopword(w.text)]
@@ -378,7 +378,7 @@ def _popularity(degree: int) -> float:
 
 
 def score_hit(
-    mention: Mention, hit: Hit, tokens: Sequence[Token]
+    mention: Mention, hit: NameHit, tokens: Sequence[WordToken]
 ) -> tuple[float, float, frozenset[int] | None]:
     """(similarity, score, explained tokens) of a name-index hit for a mention."""
     if hit.field == "description":
@@ -391,7 +391,7 @@ def score_hit(
     return sim, round(score, 4), _explained(mention, hit, tokens)
 
 
-def _explained(mention: Mention, hit: Hit, tokens: Sequence[Token]) -> frozenset[int] | None:
+def _explained(mention: Mention, hit: NameHit, tokens: Sequence[WordToken]) -> frozenset[int] | None:
     """The mention's tokens that match a word of the name; None when all do (or none clearly does)."""
     if mention.first < 0:
         return None
@@ -430,7 +430,7 @@ def mention_candidates(
     return out
 
 
-def _search(kg: KnowledgeGraph, text: str) -> list[Hit]:
+def _search(kg: KnowledgeGraph, text: str) -> list[NameHit]:
     """Name-index hits for a mention and, when it ends in a plural, for its singular too (a
     prefix search for "elements" does not find the alias "element")."""
     hits = kg.names.search(text, limit=HITS_PER_MENTION, kinds=("entity", "class"))
@@ -527,7 +527,7 @@ def llm_mentions(llm: LLMClient, question: str, *, trace: Trace | None = None) -
     return out
 
 
-def _locate(name: str, tokens: Sequence[Token]) -> tuple[int, int]:
+def _locate(name: str, tokens: Sequence[WordToken]) -> tuple[int, int]:
     """The token span of the question best matching `name`, or (-1, -1)."""
     words = [t.lower for t in tokenize(name)]
     if not words:
@@ -596,7 +596,7 @@ def _type_labels(kg: KnowledgeGraph, iris: Sequence[str]) -> dict[str, list[str]
 # --------------------------------------------------------------------------- relations
 
 
-class Embedder(Protocol):
+class LinkingEmbedder(Protocol):
     """Turns texts into vectors (any model); used to compare a question with property names."""
 
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
@@ -614,7 +614,7 @@ class RelationMatch:
 
 def relation_match(
     names: Iterable[str],
-    tokens: Sequence[Token],
+    tokens: Sequence[WordToken],
     exclude: Iterable[int] = (),
     *,
     abbreviations: bool = False,
@@ -714,7 +714,7 @@ def link_relations(
     question: str,
     entities: Sequence[EntityCandidate] = (),
     *,
-    embedder: Embedder | None = None,
+    embedder: LinkingEmbedder | None = None,
     limit: int = RELATION_LIMIT,
     max_entities: int = 4,
 ) -> list[RelationCandidate]:
@@ -805,7 +805,7 @@ def _skip_predicates(kg: KnowledgeGraph) -> set[str]:
     return skip
 
 
-def _cosines(embedder: Embedder | None, question: str, names: dict[str, str]) -> dict[str, float]:
+def _cosines(embedder: LinkingEmbedder | None, question: str, names: dict[str, str]) -> dict[str, float]:
     if embedder is None or not names:
         return {}
     iris = list(names)
@@ -829,7 +829,7 @@ class Linking:
     """Everything linked for one question."""
 
     question: str
-    tokens: list[Token]
+    tokens: list[WordToken]
     mentions: list[Mention]
     entities: list[EntityCandidate]
     relations: list[RelationCandidate]
@@ -865,7 +865,7 @@ def link(
     question: str,
     *,
     llm: LLMClient | None = None,
-    embedder: Embedder | None = None,
+    embedder: LinkingEmbedder | None = None,
     trace: Trace | None = None,
     entity_limit: int = 30,
     relation_limit: int = RELATION_LIMIT,

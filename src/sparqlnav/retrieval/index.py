@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from scipy import sparse
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint, rows_as_dicts
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.schema import Schema, compute_schema, read_void, schema_from_void_file
@@ -56,7 +57,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-class IndexUnavailable(Exception):
+class IndexUnavailable(SparqlnavError):
     """An index that cannot be used as asked (missing, built with another embedder, no vectors)."""
 
 
@@ -182,7 +183,7 @@ def endpoint_doc(url: str, description: str, *, title: str = "") -> Doc:
 
 
 @dataclass(frozen=True)
-class Hit:
+class IndexHit:
     """A retrieved document, its fused score and its rank in each list (1-based; None when absent)."""
 
     doc: Doc
@@ -217,15 +218,15 @@ def rrf(rankings: Iterable[Sequence[str]], *, k: int = RRF_K) -> dict[str, float
     return scores
 
 
-def fuse_hits(lists: Sequence[Sequence[Hit]], *, k: int) -> list[Hit]:
+def fuse_hits(lists: Sequence[Sequence[IndexHit]], *, k: int) -> list[IndexHit]:
     """Merge hit lists of several queries into one deduplicated list, best first (rank fusion)."""
     fused = rrf([[h.doc.id for h in hits] for hits in lists])
-    best: dict[str, Hit] = {}
+    best: dict[str, IndexHit] = {}
     for hits in lists:
         for h in hits:
             best.setdefault(h.doc.id, h)
     ordered = sorted(fused, key=lambda i: (-fused[i], i))[:k]
-    return [Hit(best[i].doc, fused[i], best[i].lexical_rank, best[i].dense_rank) for i in ordered]
+    return [IndexHit(best[i].doc, fused[i], best[i].lexical_rank, best[i].dense_rank) for i in ordered]
 
 
 class RetrievalIndex(Protocol):
@@ -249,7 +250,7 @@ class RetrievalIndex(Protocol):
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k hits for each text (one embedding batch for all)."""
         ...
 
@@ -262,7 +263,7 @@ class RetrievalIndex(Protocol):
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         ...
 
@@ -520,7 +521,7 @@ class LocalIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         return self.search_many([text], k=k, kinds=kinds, endpoints=endpoints, exclude=exclude, mode=mode)[0]
 
@@ -533,7 +534,7 @@ class LocalIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k hits per text; hybrid falls back to lexical when there are no usable vectors."""
         memory = self._load()
         dense = mode in ("dense", "hybrid") and memory.vectors is not None and self.embedder is not None
@@ -544,7 +545,7 @@ class LocalIndex:
         if dense and texts:
             assert self.embedder is not None
             queries = self.embedder.embed(list(texts))
-        out: list[list[Hit]] = []
+        out: list[list[IndexHit]] = []
         depth = max(_CANDIDATES, 5 * k)
         for n, text in enumerate(texts):
             lex_scores = memory.lexical(text) if mode != "dense" else None
@@ -566,7 +567,7 @@ class LocalIndex:
                 fused = rrf([[str(i) for i in lex], [str(i) for i in dense_ids]])
                 ranked = sorted(fused, key=lambda s: (-fused[s], int(s)))[:k]
                 chosen = [(int(s), fused[s]) for s in ranked]
-            out.append([Hit(memory.docs[i], score, lex_rank.get(i), dense_rank.get(i)) for i, score in chosen])
+            out.append([IndexHit(memory.docs[i], score, lex_rank.get(i), dense_rank.get(i)) for i, score in chosen])
         return out
 
     def _why_no_vectors(self) -> str:
@@ -781,7 +782,7 @@ class QdrantIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[Hit]:
+    ) -> list[IndexHit]:
         """Top-k hits for one text."""
         return self.search_many([text], k=k, kinds=kinds, endpoints=endpoints, exclude=exclude, mode=mode)[0]
 
@@ -794,7 +795,7 @@ class QdrantIndex:
         endpoints: Collection[str] | None = None,
         exclude: Collection[str] = (),
         mode: Mode = "hybrid",
-    ) -> list[list[Hit]]:
+    ) -> list[list[IndexHit]]:
         """Top-k per text; hybrid is Qdrant's RRF over a dense and a sparse prefetch."""
         m = self.models
         current = self._current()
@@ -806,7 +807,7 @@ class QdrantIndex:
         flt = self._filter(kinds, endpoints, exclude)
         queries = self.embedder.embed(list(texts)) if dense and self.embedder is not None and texts else None
         depth = max(_CANDIDATES, 5 * k)
-        out: list[list[Hit]] = []
+        out: list[list[IndexHit]] = []
         for n, text in enumerate(texts):
             ids, _ = bm25_sparse(tokenize(text), 1.0)
             sparse_query = m.SparseVector(indices=ids, values=[1.0] * len(ids))
@@ -829,7 +830,7 @@ class QdrantIndex:
                 chosen = [(i, fused[i]) for i in sorted(fused, key=lambda s: (-fused[s], s))[:k]]
             records = {str(r.id): r for r in self.client.retrieve(current, ids=[i for i, _ in chosen], with_payload=True)} if chosen else {}
             out.append([
-                Hit(Doc.from_json(records[str(i)].payload or {}), score, lex_rank.get(i), dense_rank.get(i))
+                IndexHit(Doc.from_json(records[str(i)].payload or {}), score, lex_rank.get(i), dense_rank.get(i))
                 for i, score in chosen if str(i) in records
             ])
         return out
@@ -844,7 +845,7 @@ def search_all(
     endpoints: Collection[str] | None = None,
     exclude: Collection[str] = (),
     mode: Mode = "hybrid",
-) -> list[Hit]:
+) -> list[IndexHit]:
     """Search with several texts (a question and its parts) and fuse the lists into k distinct hits."""
     texts = [t for t in dict.fromkeys(t.strip() for t in texts) if t]
     if not texts:
@@ -853,7 +854,7 @@ def search_all(
     return fuse_hits(lists, k=k)
 
 
-def doc_ids(hits: Iterable[Hit]) -> list[str]:
+def doc_ids(hits: Iterable[IndexHit]) -> list[str]:
     """The ids of hits, in order."""
     return [h.doc.id for h in hits]
 
@@ -863,7 +864,7 @@ def doc_ids(hits: Iterable[Hit]) -> list[str]:
 MANIFEST = "manifest.json"
 
 
-class SchemaUnavailable(Exception):
+class SchemaUnavailable(SparqlnavError):
     """The schema of a graph could not be read or computed; one line."""
 
 
@@ -1085,7 +1086,7 @@ __all__ = [
     "Doc",
     "DocKind",
     "EndpointRunner",
-    "Hit",
+    "IndexHit",
     "IndexUnavailable",
     "KGIndex",
     "LocalIndex",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
 
 QueryForm = Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
@@ -39,7 +40,7 @@ _TOKEN = re.compile(
 
 
 @dataclass(frozen=True)
-class Token:
+class SparqlToken:
     """One lexical token: kind is lstring/string/iri/var/pname/word/other."""
 
     kind: str
@@ -47,22 +48,22 @@ class Token:
     pos: int
 
 
-class Refused(Exception):
+class Refused(SparqlnavError):
     """A query the guard will not let through; the message says why, in one line."""
 
 
-def tokens(query: str) -> list[Token]:
+def tokens(query: str) -> list[SparqlToken]:
     """Lexical tokens of a SPARQL text, comments dropped."""
-    out: list[Token] = []
+    out: list[SparqlToken] = []
     for m in _TOKEN.finditer(query):
         kind = m.lastgroup or "other"
         if kind == "comment":
             continue
-        out.append(Token(kind, m.group(), m.start()))
+        out.append(SparqlToken(kind, m.group(), m.start()))
     return out
 
 
-def declared_prefixes(toks: list[Token]) -> dict[str, str]:
+def declared_prefixes(toks: list[SparqlToken]) -> dict[str, str]:
     """PREFIX declarations of the query (prefix → namespace)."""
     found: dict[str, str] = {}
     for i, t in enumerate(toks[:-2]):

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
+from sparqlnav.errors import SparqlnavError
+
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDF_TYPE = RDF + "type"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -195,7 +197,7 @@ class ParsedQuery:
     """Subquery id → the variables it projects (None for SELECT *): the others are local to it."""
 
 
-class SparqlSyntaxError(Exception):
+class SparqlSyntaxError(SparqlnavError):
     """A syntax error with its 1-based line and column."""
 
     def __init__(self, message: str, line: int, column: int, offset: int) -> None:
@@ -255,7 +257,7 @@ _UNESCAPE = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", "\\": "\\", 
 
 
 @dataclass(frozen=True)
-class Token:
+class ParserToken:
     """A lexical token; `kind` is IRI, PNAME, VAR, BNODE, STRING, LANGTAG, INTEGER, DECIMAL, DOUBLE, NIL,
     ANON, WORD, PUNCT or EOF; `value` is upper-cased for WORD."""
 
@@ -276,7 +278,7 @@ def _unescape_string(body: str) -> str:
     return re.sub(_ECHAR, repl, body)
 
 
-def _describe(tok: Token) -> str:
+def _describe(tok: ParserToken) -> str:
     if tok.kind == "EOF":
         return "the end of the query"
     text = tok.text if len(tok.text) <= 40 else tok.text[:37] + "…"
@@ -365,7 +367,7 @@ class _Expr:
 @dataclass
 class _Projection:
     star: bool
-    items: list[tuple[str, _Expr | None, Token]]
+    items: list[tuple[str, _Expr | None, ParserToken]]
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -377,7 +379,7 @@ class _Parser:
     ) -> None:
         self.text = text
         self.pos = 0
-        self._cache: dict[int, Token] = {}
+        self._cache: dict[int, ParserToken] = {}
         self._line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
         self.prefixes: dict[str, str] = dict(extra_prefixes or {})
         self.declared: dict[str, str] = {}
@@ -405,12 +407,12 @@ class _Parser:
         line = bisect.bisect_right(self._line_starts, offset) - 1
         return line + 1, offset - self._line_starts[line] + 1
 
-    def error(self, message: str, tok: Token | None = None) -> SparqlSyntaxError:
+    def error(self, message: str, tok: ParserToken | None = None) -> SparqlSyntaxError:
         offset = tok.start if tok is not None else self.pos
         line, col = self.linecol(offset)
         return SparqlSyntaxError(message, line, col, offset)
 
-    def expected(self, what: str, tok: Token | None = None) -> SparqlSyntaxError:
+    def expected(self, what: str, tok: ParserToken | None = None) -> SparqlSyntaxError:
         tok = tok or self.peek()
         hint = ""
         if tok.kind == "PUNCT" and tok.value == "<":
@@ -424,13 +426,13 @@ class _Parser:
         m = _SKIP.match(self.text, pos)
         return m.end() if m else pos
 
-    def peek(self) -> Token:
+    def peek(self) -> ParserToken:
         tok = self._cache.get(self.pos)
         if tok is not None:
             return tok
         start = self._skip(self.pos)
         if start >= len(self.text):
-            tok = Token("EOF", "", "", start, start)
+            tok = ParserToken("EOF", "", "", start, start)
         else:
             m = _TOKEN.match(self.text, start)
             if m is None:
@@ -444,20 +446,20 @@ class _Parser:
             raw = m.group()
             if kind.startswith(("LSTRING", "STRING")):
                 cut = 3 if kind.startswith("L") else 1
-                tok = Token("STRING", _unescape_string(raw[cut:-cut]), raw, start, m.end())
+                tok = ParserToken("STRING", _unescape_string(raw[cut:-cut]), raw, start, m.end())
             elif kind == "WORD":
-                tok = Token("WORD", raw if raw == "a" else raw.upper(), raw, start, m.end())
+                tok = ParserToken("WORD", raw if raw == "a" else raw.upper(), raw, start, m.end())
             else:
-                tok = Token(kind, raw, raw, start, m.end())
+                tok = ParserToken(kind, raw, raw, start, m.end())
         self._cache[self.pos] = tok
         return tok
 
-    def next(self) -> Token:
+    def next(self) -> ParserToken:
         tok = self.peek()
         self.pos = tok.end
         return tok
 
-    def is_punct(self, value: str, tok: Token | None = None) -> bool:
+    def is_punct(self, value: str, tok: ParserToken | None = None) -> bool:
         tok = tok or self.peek()
         return tok.kind == "PUNCT" and tok.value == value
 
@@ -477,18 +479,18 @@ class _Parser:
             return True
         return False
 
-    def expect_punct(self, value: str, what: str | None = None) -> Token:
+    def expect_punct(self, value: str, what: str | None = None) -> ParserToken:
         if not self.is_punct(value):
             raise self.expected(what or f"'{value}'")
         return self.next()
 
-    def expect_word(self, value: str) -> Token:
+    def expect_word(self, value: str) -> ParserToken:
         if not self.is_word(value):
             raise self.expected(value)
         return self.next()
 
     # -- names
-    def iri_of(self, tok: Token, role: str = "other") -> str:
+    def iri_of(self, tok: ParserToken, role: str = "other") -> str:
         if tok.kind == "IRI":
             value = self.check_iri(tok)
         else:
@@ -507,7 +509,7 @@ class _Parser:
         self.iri_uses.append(IriUse(value, tok.start, tok.end, role, self._service))
         return value
 
-    def check_iri(self, tok: Token) -> str:
+    def check_iri(self, tok: ParserToken) -> str:
         value = tok.text[1:-1]
         absolute = _SCHEME.match(value) is not None
         if not absolute and self.base is not None:
@@ -529,7 +531,7 @@ class _Parser:
         self._bnodes += 1
         return BNode(f"_b{self._bnodes}")
 
-    def bnode_label(self, tok: Token) -> BNode:
+    def bnode_label(self, tok: ParserToken) -> BNode:
         label = tok.text[2:]
         if not self._in_template:
             seen = self._bnode_bgp.setdefault(label, self._bgp)
@@ -608,7 +610,7 @@ class _Parser:
             self.accept_word("REDUCED")
         if self.accept_punct("*"):
             return _Projection(True, [])
-        items: list[tuple[str, _Expr | None, Token]] = []
+        items: list[tuple[str, _Expr | None, ParserToken]] = []
         names: set[str] = set()
         while True:
             tok = self.peek()
@@ -1513,7 +1515,7 @@ class _Parser:
             raise self.error(f"{tok.text}() takes {want} argument(s), got {count}", tok)
         return expr
 
-    def aggregate(self, tok: Token) -> _Expr:
+    def aggregate(self, tok: ParserToken) -> _Expr:
         if not self._agg_ok:
             where = self._agg_where
             raise self.error(

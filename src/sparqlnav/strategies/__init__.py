@@ -6,6 +6,8 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from sparqlnav.errors import SparqlnavError
+
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
     from sparqlnav.llm.client import LLMConfig
@@ -20,7 +22,7 @@ REGISTRY: dict[str, tuple[str, bool]] = {
 }
 
 
-class StrategyUnavailable(Exception):
+class StrategyUnavailable(SparqlnavError):
     """A strategy that cannot run here (unknown, not built yet, or needing an LLM that is not configured)."""
 
 

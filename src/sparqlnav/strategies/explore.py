@@ -486,7 +486,7 @@ class _Run:
             strategy="explore",
             sparql=sparql,
             results=table,
-            answer=text,
+            text=text,
             trace=self.trace,
             status=status,
             error=error,

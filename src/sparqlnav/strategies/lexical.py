@@ -32,7 +32,7 @@ from sparqlnav.question.intent import (
 )
 from sparqlnav.question.linking import (
     EntityCandidate,
-    Token,
+    WordToken,
     content_positions,
     link,
     property_names,
@@ -852,7 +852,7 @@ class _Run:
         return c
 
     def attributes(
-        self, base: Candidate, var: str, wanted: Sequence[Token] = ()
+        self, base: Candidate, var: str, wanted: Sequence[WordToken] = ()
     ) -> list[tuple[tuple[str, ...], str]]:
         """Numeric or date attributes of `var` in a base query: direct ones, and those one value node
         away (a price node's amount) unless a direct one already matches the `wanted` words."""
@@ -905,7 +905,7 @@ class _Run:
     ) -> list[Candidate]:
         """Order by (or filter on) a numeric or date attribute of the answers (or of the node before them)."""
         out: list[Candidate] = []
-        hint_tokens = [Token(h, -1, -1) for h in sup.hints] if sup else []
+        hint_tokens = [WordToken(h, -1, -1) for h in sup.hints] if sup else []
         for base in bases:
             if self.remaining() < 0.25 * self.strategy.budget_s:
                 break
@@ -957,7 +957,7 @@ class _Run:
         bound: dict[tuple[str, ...], str] = {}
         for comp in comparisons:
             near_tokens = [
-                t if i in comp.hint_positions else Token("", -1, -1)
+                t if i in comp.hint_positions else WordToken("", -1, -1)
                 for i, t in enumerate(self.tokens)
             ]
             best: tuple[float, tuple[str, ...], str, frozenset[int]] | None = None

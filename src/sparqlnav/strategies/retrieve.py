@@ -36,7 +36,7 @@ from sparqlnav.llm.client import (
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
 from sparqlnav.retrieval.index import (
-    Hit,
+    IndexHit,
     IndexUnavailable,
     KGIndex,
     Mode,
@@ -66,7 +66,7 @@ class Decomposition(BaseModel):
     classes: list[str] = Field(default_factory=list)
 
 
-class ExampleSplits(Protocol):
+class AllowedExamples(Protocol):
     """Which dataset examples a question may see (the eval's k-fold splits)."""
 
     folds: tuple[frozenset[str], ...]
@@ -117,7 +117,7 @@ def extract_query(text: str) -> tuple[str | None, str | None]:
     return body.strip(), named.group(1) if named else None
 
 
-def example_block(hit: Hit) -> str:
+def example_block(hit: IndexHit) -> str:
     """An example for the prompt: its question, then its query with the endpoint line first."""
     query = hit.doc.content.strip()
     if hit.doc.endpoint and not _ENDPOINT_LINE.search(query):
@@ -125,7 +125,7 @@ def example_block(hit: Hit) -> str:
     return f"- {hit.doc.title or hit.doc.text}\n\n```sparql\n{query}\n```"
 
 
-def shape_block(hit: Hit) -> str:
+def shape_block(hit: IndexHit) -> str:
     """A class shape for the prompt, with the endpoint holding it."""
     where = f" ({hit.doc.endpoint})" if hit.doc.endpoint else ""
     return f"- {hit.doc.title}{where}:\n\n```\n{hit.doc.content.strip()}\n```"
@@ -146,7 +146,7 @@ class Retrieve:
         schemas: dict[str, Schema] | None = None,
         main_endpoint: str | None = None,
         settings: Settings | None = None,
-        example_splits: ExampleSplits | None = None,
+        example_splits: AllowedExamples | None = None,
         endpoint_factory: Callable[[str], Endpoint] | None = None,
         feedback: Feedback | None = None,
     ) -> None:
@@ -287,7 +287,7 @@ class _Run:
         known = frozenset().union(*splits.folds)
         return {f"example:{i}" for i in known - allowed}
 
-    def retrieve(self, ctx: KGIndex, parts: Decomposition) -> tuple[list[Hit], list[Hit], list[Hit]]:
+    def retrieve(self, ctx: KGIndex, parts: Decomposition) -> tuple[list[IndexHit], list[IndexHit], list[IndexHit]]:
         o = self.options
         index = ctx.index
         exclude = self._excluded(index)
@@ -295,7 +295,7 @@ class _Run:
                            exclude=exclude, mode=o.mode)
         # The same query under two descriptions would only cost prompt tokens.
         seen: set[str] = set()
-        examples: list[Hit] = []
+        examples: list[IndexHit] = []
         for hit in found:
             key = " ".join(hit.doc.content.split())
             if key not in seen and len(examples) < o.k_examples:
@@ -313,7 +313,7 @@ class _Run:
                         shapes=[h.doc.id for h in shapes])
         return examples, shapes, endpoints
 
-    def _endpoints_text(self, ctx: KGIndex, endpoint_hits: Sequence[Hit]) -> str:
+    def _endpoints_text(self, ctx: KGIndex, endpoint_hits: Sequence[IndexHit]) -> str:
         main = ctx.main_endpoint or self.kg.endpoint.url
         lines = [f"- The question is asked of {self.kg.name} ({self.kg.description}); send queries to {main}"
                  + (" unless the data lives elsewhere." if ctx.endpoints else ".")]
@@ -325,7 +325,7 @@ class _Run:
                 lines.append(f"- {h.doc.endpoint}: {h.doc.content}")
         return "\n".join(lines)
 
-    def generate(self, ctx: KGIndex, examples: list[Hit], shapes: list[Hit], endpoints: list[Hit]) -> Attempt:
+    def generate(self, ctx: KGIndex, examples: list[IndexHit], shapes: list[IndexHit], endpoints: list[IndexHit]) -> Attempt:
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
             endpoints=self._endpoints_text(ctx, endpoints),
             examples="\n\n".join(example_block(h) for h in examples) or "(no examples)",
@@ -477,7 +477,7 @@ class _Run:
             strategy="retrieve",
             sparql=sparql,
             results=table,
-            answer=text,
+            text=text,
             trace=self.trace,
             status=status,
             error=error,
@@ -503,4 +503,4 @@ def create(llm: LLMConfig | None, **options: Any) -> Retrieve:
     return Retrieve(llm, knobs, **{k: v for k, v in options.items() if k in extra})
 
 
-__all__ = ["Decomposition", "ExampleSplits", "Retrieve", "RetrieveOptions", "create", "extract_query"]
+__all__ = ["AllowedExamples", "Decomposition", "Retrieve", "RetrieveOptions", "create", "extract_query"]

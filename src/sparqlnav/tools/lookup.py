@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.names import STRONG_SCORE, Hit
+from sparqlnav.graph.names import STRONG_SCORE, NameHit
 from sparqlnav.graph.results import Term, clip, show_term
 
 DEFAULT_ENTITIES = 8
@@ -19,7 +20,7 @@ EDGE_LIMIT = 2000
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
-class LookupFailed(Exception):
+class LookupFailed(SparqlnavError):
     """A lookup that cannot be done (unknown identifier, engine failure); one-line message."""
 
 
@@ -28,8 +29,8 @@ class SearchResult:
     """Entities and properties matching a text, reported separately."""
 
     query: str
-    entities: list[Hit]
-    properties: list[Hit]
+    entities: list[NameHit]
+    properties: list[NameHit]
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -48,7 +49,7 @@ class SearchResult:
         return "\n".join(lines)
 
 
-def _hit_line(h: Hit, kg: KnowledgeGraph) -> str:
+def _hit_line(h: NameHit, kg: KnowledgeGraph) -> str:
     desc = f" — {clip(h.description, 100)}" if h.description else ""
     via = f" [matched {h.field} {h.matched!r}]" if h.matched != h.label else ""
     return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{desc}{via}"
@@ -91,7 +92,7 @@ def resolve_or_search(kg: KnowledgeGraph, ident: str) -> str:
     return resolve_name(kg, ident)[0]
 
 
-def resolve_name(kg: KnowledgeGraph, ident: str) -> tuple[str, Hit | None]:
+def resolve_name(kg: KnowledgeGraph, ident: str) -> tuple[str, NameHit | None]:
     """Like `resolve_or_search`, also returning the search hit when a name was looked up (so callers can say so)."""
     try:
         return resolve(kg, ident), None
