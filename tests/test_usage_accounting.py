@@ -100,7 +100,7 @@ def test_explore_counts_prune_calls_and_a_prune_whose_output_fails(
     )
     answer = run_explore(scripted_llm, demo, CURIE_QUESTION, prune_over=1)
 
-    assert answer.status == "answered" and answer.answer == "In 1911."
+    assert answer.status == "answered" and answer.text == "In 1911."
     assert_counts_match(answer, scripted_llm, 8)
     recorded = calls(answer.trace)
     assert [c["purpose"] for c in recorded] == ["policy"] * 2 + ["prune", "policy", "prune"] + [
@@ -202,7 +202,7 @@ def test_retrieve_counts_decompose_repair_generate_fix_and_explain(
     strategy = retrieve.create(config(scripted_llm), index=index, schema=schema)
     answer = strategy.run("Who discovered oxygen?", demo, Trace())
 
-    assert answer.status == "answered" and answer.answer.startswith("Carl Wilhelm Scheele")
+    assert answer.status == "answered" and answer.text.startswith("Carl Wilhelm Scheele")
     assert_counts_match(answer, scripted_llm, 6)
     recorded = calls(answer.trace)
     assert [(c["purpose"], c["attempt"], c["outcome"]) for c in recorded] == [
