@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
+from sparqlnav.errors import SparqlnavError
+
 __all__ = ["GaveUp", "RetryPolicy", "Retryable", "retry_after", "with_retries"]
 
 T = TypeVar("T")
@@ -44,7 +46,7 @@ def retry_after(
     return max(0.0, (when - now()).total_seconds())
 
 
-class Retryable(Exception):
+class Retryable(SparqlnavError):
     """An attempt failed in a way a later attempt may not; `asked` is the server's Retry-After, if any."""
 
     def __init__(self, reason: str, *, asked: float | None = None) -> None:
@@ -53,7 +55,7 @@ class Retryable(Exception):
         self.asked = asked
 
 
-class GaveUp(Exception):
+class GaveUp(SparqlnavError):
     """No further attempt: out of attempts, the server asks to wait too long, or the deadline is near."""
 
     def __init__(self, why: GiveUpReason, last: Retryable, attempts: int, wait: float) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
 from sparqlnav.llm.client import LLMConfig, load_prices
 
@@ -67,7 +68,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
 SECRET = frozenset({"OPENAI_API_KEY", "SPARQLNAV_EMBED_API_KEY", "SPARQLNAV_API_TOKEN", "SPARQLNAV_HEADERS"})
 
 
-class ConfigError(ValueError):
+class ConfigError(SparqlnavError, ValueError):
     """A variable holds a value sparqlnav cannot use; the message names it, on one line."""
 
 

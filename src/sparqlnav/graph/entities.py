@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sparqlnav.errors import SparqlnavError
+
 MAX_EXPANSION_BYTES = 64 * 1024 * 1024  # entity text a file may expand to, at least
 MAX_AMPLIFICATION = 10  # or this many times the file's own size, for large files abbreviating namespaces
 _HEAD_BYTES = 16 * 1024 * 1024  # a DTD longer than this is refused rather than read whole
@@ -20,7 +22,7 @@ _REFERENCE = re.compile(rb"&(" + _NAME + rb");")
 _PREDEFINED = {b"amp", b"lt", b"gt", b"apos", b"quot"}
 
 
-class EntityExpansionError(ValueError):
+class EntityExpansionError(SparqlnavError, ValueError):
     """A file's entities expand to more than the limit (or refer to themselves)."""
 
 
