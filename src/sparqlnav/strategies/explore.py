@@ -43,7 +43,7 @@ from sparqlnav.llm.client import (
     Message,
     ToolCall,
 )
-from sparqlnav.sparql.guard import declared_prefixes, tokens
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
 from sparqlnav.tools.toolkit import EXPLORE_TOOLS, Observation, Toolkit
@@ -89,31 +89,6 @@ def thought_of(text: str) -> str:
     """The thought in a reply: the text before any `Action:` line, without a `Thought:` label."""
     head = re.split(r"^\s*Action\s*:", text, maxsplit=1, flags=re.M | re.I)[0]
     return re.sub(r"^\s*Thought\s*:\s*", "", head.strip(), flags=re.I).strip()
-
-
-def with_prefixes(query: str, kg: KnowledgeGraph) -> str:
-    """The query made runnable on its own: PREFIX lines for the graph's known prefixes it uses but does
-    not declare, and prefixed names with %-escapes written out as <IRI>s."""
-    toks = tokens(query)
-    declared = declared_prefixes(toks)
-    namespaces = {**kg.prefixes.mapping, **declared}
-    used: set[str] = set()
-    out, last = [], 0
-    for t in toks:
-        if t.kind != "pname":
-            continue
-        name = t.text.rstrip(".")  # a trailing dot ends the triple, it is not part of the name
-        prefix, _, local = name.partition(":")
-        if "%" in local and prefix in namespaces:
-            # Oxigraph rejects some valid escaped names (a dot before and after %40): use the IRI.
-            out += [query[last : t.pos], f"<{namespaces[prefix]}{local}>"]
-            last = t.pos + len(name)
-        elif prefix not in declared:
-            used.add(prefix)
-    body = "".join(out) + query[last:]
-    missing = sorted(p for p in used if p in kg.prefixes)
-    header = "".join(f"PREFIX {p}: <{kg.prefixes.mapping[p]}>\n" for p in missing)
-    return header + body.strip()
 
 
 def compact_text(text: str, limit: int = 240) -> str:
@@ -233,7 +208,7 @@ class _Run:
         )
         sparql = call.arguments.get("query") if call and call.name == "execute_sparql" else None
         if isinstance(sparql, str) and sparql.strip():
-            ctx.query = with_prefixes(sparql, self.kg)
+            ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query
         before = self.feedback.check(ctx, "before")
         ids = {g.id for g in before}
         for rollback in ("repeated_action", "stop_without_results"):

@@ -39,6 +39,7 @@ from sparqlnav.question.linking import (
     relation_match,
     word_similarity,
 )
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -1349,7 +1350,7 @@ class _Run:
             return short if not short.startswith("<") else m.group(0)
 
         body = re.sub(r"<([^<>\s]+)>", compact, text)
-        return prefixes.sparql_header(body) + body
+        return declare_prefixes(body, prefixes.mapping).query
 
     def sentence(self, c: Candidate) -> str:
         table = c.result
