@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from sparqlnav import __version__
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import shown_labels
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
 
@@ -294,9 +295,7 @@ def create_mcp_server(
                 parts.append("SPARQL:\n" + answer.sparql.strip())
             if answer.results is not None:
                 table = answer.results
-                shown = table.rows[:5] + table.rows[-5:]  # what the markdown shows
-                labels = graph.names.labels_of([t.value for row in shown for t in row.values() if t.kind == "uri"])
-                parts.append(table.to_markdown(graph.prefixes, labels))
+                parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
             return "\n\n".join(p for p in parts if p)
 
         add(ask, "ask", "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result.")

@@ -31,7 +31,7 @@ from sparqlnav.feedback.eraser import (
     render_guidelines,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable
+from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
@@ -452,19 +452,15 @@ class _Run:
         """The result in words without an LLM: the boolean, or the first values with their labels."""
         if table.boolean is not None:
             return "yes" if table.boolean else "no"
-        rows = table.display_rows(self.kg.prefixes, self._labels(table))
+        labels = shown_labels(table, self.kg.names, head=10, tail=0)
+        rows = table.display_rows(self.kg.prefixes, labels)
         shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
         more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
         return f"The query returned: {shown}{more}"
 
-    def _labels(self, table: ResultTable) -> dict[str, str]:
-        shown = table.rows[:10] + table.rows[-10:]
-        return self.kg.names.labels_of(
-            [t.value for row in shown for t in row.values() if t.kind == "uri"]
-        )
-
     def _write_answer(self, sparql: str, table: ResultTable) -> str:
-        result = table.to_markdown(self.kg.prefixes, self._labels(table), head=10, tail=10)
+        labels = shown_labels(table, self.kg.names, head=10, tail=10)
+        result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
         user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
         messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
         reply = self.helper.chat(messages, budget=self.budget)

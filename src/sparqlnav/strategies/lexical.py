@@ -20,7 +20,7 @@ from typing import Any, Literal
 from sparqlnav.answer import Answer
 from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import XSD, ResultTable, Term, clip
+from sparqlnav.graph.results import XSD, ResultTable, Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import (
     DATE_TYPES,
@@ -1365,7 +1365,7 @@ class _Run:
             what = {"AVG": "average", "SUM": "total", "MIN": "minimum", "MAX": "maximum"}
             return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
         values = table.column("a")
-        labels = self.kg.names.labels_of(v.value for v in values if v.kind == "uri")
+        labels = shown_labels(table, self.kg.names, head=10, tail=0)  # every row binds ?a
         shown = [_show(v, labels) for v in values[:10]]
         more = len(values) - len(shown)
         listed = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
