@@ -33,6 +33,7 @@ from sparqlnav.graph.schema import (
     schema_from_void_file,
 )
 from sparqlnav.sparql.check import REPAIR_PREFIXES, CheckReport, endpoint_key, validate
+from sparqlnav.sparql.guard import normalise_endpoint
 from sparqlnav.sparql.parser import (
     Iri,
     PathAlt,
@@ -206,6 +207,19 @@ def test_wikidata_prefixes_are_repaired() -> None:
     assert report.ok and report.repaired
     for prefix in ("wd", "wdt", "p", "ps", "pq"):
         assert f"PREFIX {prefix}: <{REPAIR_PREFIXES[prefix]}>" in report.query
+
+
+def test_escaped_names_are_written_out_and_only_used_prefixes_declared() -> None:
+    # `ex:` is used only in an escaped name, so it needs no PREFIX line once that is an <IRI>.
+    report = validate("SELECT * WHERE { ?s foaf:knows ex:a.b%40c.org . }", prefixes={"ex": "urn:ex:"})
+    assert report.ok and report.repaired
+    assert report.query == (
+        "PREFIX foaf: <http://xmlns.com/foaf/0.1/>\nSELECT * WHERE { ?s foaf:knows <urn:ex:a.b%40c.org> . }"
+    )
+    fix = report.issues[0]
+    assert fix.kind == "fix" and fix.suggestions == ("PREFIX foaf: <http://xmlns.com/foaf/0.1/>",)
+    assert "for foaf: at the top" in fix.message and "ex:a.b%40c.org as <IRI>s" in fix.message
+    assert [p.object for p in report.triple_patterns] == [Iri("urn:ex:a.b%40c.org")]
 
 
 # ----------------------------------------------------------------------------- pattern extraction
@@ -443,6 +457,14 @@ def test_endpoint_key_ignores_scheme_port_case_and_slash() -> None:
     )
     assert endpoint_key("http://h.org:8890/sparql") != endpoint_key("http://h.org/sparql")
     assert endpoint_key("https://bad]host/x") == "https://bad]host/x"
+
+
+def test_endpoint_key_is_the_guards_spelling_without_the_scheme() -> None:
+    url = "HTTPS://Sparql.UniProt.org:443/sparql/?format=json"
+    assert normalise_endpoint(url) == "https://sparql.uniprot.org/sparql?format=json"
+    assert endpoint_key(url) == "sparql.uniprot.org/sparql?format=json"
+    # 443 is the default port of https only, as the guard reads it.
+    assert endpoint_key("http://h.org:443/s") == "h.org:443/s"
 
 
 def test_wikidata_style_typing() -> None:

@@ -11,7 +11,6 @@ from sparqlnav.graph.opening import open_kg
 from sparqlnav.retrieval.examples import (
     ExamplesError,
     clean_text,
-    complete_prefixes,
     examples_from_endpoint,
     examples_from_rdf,
     load_examples,
@@ -19,6 +18,7 @@ from sparqlnav.retrieval.examples import (
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import endpoint_key
 from sparqlnav.sparql.parser import parse_query
+from sparqlnav.sparql.prefixes import declare_prefixes
 
 SHACL = """
 @prefix ex: <https://example.org/.well-known/sparql-examples/> .
@@ -73,9 +73,9 @@ def test_shacl_examples_are_read_with_prefixes_language_and_endpoints(tmp_path: 
 def test_helpers() -> None:
     assert clean_text("  <b>Proteins</b>\n with &lt;10 &amp; more ") == "Proteins with <10 & more"
     query = "SELECT * WHERE { ?s up:name ?n ; rdfs:label ?l }"
-    completed = complete_prefixes(query, {"up": "http://purl.uniprot.org/core/", "rdfs": "http://x/"})
+    completed = declare_prefixes(query, {"up": "http://purl.uniprot.org/core/", "rdfs": "http://x/"}).query
     assert completed.splitlines()[:2] == ["PREFIX rdfs: <http://x/>", "PREFIX up: <http://purl.uniprot.org/core/>"]
-    assert complete_prefixes("SELECT * WHERE { ?s ?p ?o", {"up": "u"}) == "SELECT * WHERE { ?s ?p ?o"
+    assert declare_prefixes("SELECT * WHERE { ?s ?p ?o", {"up": "u"}).query == "SELECT * WHERE { ?s ?p ?o"
 
 
 def test_federated_services_and_errors(tmp_path: Path) -> None:

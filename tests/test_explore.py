@@ -17,8 +17,9 @@ from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import demo_path
 from sparqlnav.llm.client import LLMConfig
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies import make_strategy
-from sparqlnav.strategies.explore import Explore, ExploreOptions, create, thought_of, with_prefixes
+from sparqlnav.strategies.explore import Explore, ExploreOptions, create, thought_of
 from sparqlnav.trace import Event, Trace
 
 WD = "https://demo.sparqlnav.org/entity/"
@@ -544,19 +545,19 @@ def test_ck25_questions_1_to_3(
 def test_helpers(demo: KnowledgeGraph) -> None:
     assert thought_of("Thought: look it up\nAction: search({})") == "look it up"
     assert thought_of("just text") == "just text"
-    q = with_prefixes(
-        "PREFIX wd: <urn:x:>\nSELECT * { wd:Q1 wdt:P31 ?c ; rdfs:label 'wdt:no' }", demo
-    )
+    q = declare_prefixes(
+        "PREFIX wd: <urn:x:>\nSELECT * { wd:Q1 wdt:P31 ?c ; rdfs:label 'wdt:no' }", demo.prefixes.mapping
+    ).query
     assert q.splitlines()[:2] == [
         "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>",
         "PREFIX wdt: <https://demo.sparqlnav.org/prop/direct/>",
     ]
     assert "PREFIX wd: <urn:x:>" in q and q.count("PREFIX wd:") == 1
     # Escaped names are written out: Oxigraph rejects some valid ones (a dot on both sides of %40).
-    escaped = with_prefixes(
+    escaped = declare_prefixes(
         "PREFIX pi: <urn:p:>\nSELECT * { pi:empl-Karen.Brant%40company.org wdt:P1 pi:x%40y.org. }",
-        demo,
-    )
+        demo.prefixes.mapping,
+    ).query
     assert escaped == (
         "PREFIX wdt: <https://demo.sparqlnav.org/prop/direct/>\nPREFIX pi: <urn:p:>\n"
         "SELECT * { <urn:p:empl-Karen.Brant%40company.org> wdt:P1 <urn:p:x%40y.org>. }"

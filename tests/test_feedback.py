@@ -24,8 +24,8 @@ from sparqlnav.feedback.eraser import (
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm.client import ToolCall
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.explore import EXPLORE_TOOLS as EXPLORE_REGISTRY
-from sparqlnav.strategies.explore import with_prefixes
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -58,7 +58,7 @@ def fired(ctx: StepContext, stage: Any = None, options: FeedbackOptions | None =
 
 def ran(tools: Toolkit, memory: Memory, query: str, **kw: Any) -> StepContext:
     """A context for an execute_sparql step, after it really ran on the demo KG."""
-    full = with_prefixes(query, tools.kg)
+    full = declare_prefixes(query, tools.kg.prefixes.mapping).query
     obs = tools.execute_sparql(full)
     ctx = StepContext(
         memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=full, **kw

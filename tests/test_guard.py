@@ -8,6 +8,7 @@ from sparqlnav.sparql.guard import (
     Refused,
     check_query,
     check_read_only,
+    check_services,
     query_form,
     service_targets,
 )
@@ -108,3 +109,9 @@ def test_malformed_service_urls_are_refused_not_crashes(target: str) -> None:
         check_query(f"SELECT * WHERE {{ SERVICE <{target}> {{ ?s ?p ?o }} }}", ["https://query.wikidata.org/sparql"])
     # a malformed allow-list entry allows nothing, and breaks nothing
     assert check_query("SELECT * WHERE { ?s ?p ?o }", ["http://[bad"]) == "SELECT"
+
+
+def test_a_service_target_that_is_no_url_is_refused_and_a_bad_allow_entry_allows_nothing() -> None:
+    with pytest.raises(Refused, match="not a valid endpoint URL"):
+        check_services("SELECT * { SERVICE <http://h.org:99999/s> { ?s ?p ?o } }", ["http://h.org:99999/s"])
+    check_services("SELECT * { SERVICE <HTTP://H.org:80/s/> { ?s ?p ?o } }", ["http://h.org/s", "http://x:bad/"])

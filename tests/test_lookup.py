@@ -136,3 +136,25 @@ def test_toolkit_reports_a_dead_name_service_as_a_failed_observation(wikibase: K
     rows = tools.execute_sparql("SELECT ?o WHERE { <https://kg.example/entity/Q1> <https://kg.example/prop/direct/P166> ?o }")
     assert rows.ok and "2 rows" in rows.text  # the rows stand without labels
     dead.close()
+
+
+def test_labels_are_fetched_for_exactly_the_rows_a_rendering_shows(demo: KnowledgeGraph) -> None:
+    from sparqlnav.graph.results import shown_labels
+    from sparqlnav.tools.toolkit import Toolkit
+    from sparqlnav.trace import Trace
+
+    query = "SELECT ?s WHERE { ?s <http://www.w3.org/2000/01/rdf-schema#label> ?l } ORDER BY ?s LIMIT 13"
+    table = demo.endpoint.query(query).table
+    assert table is not None
+    iris = [row["s"].value for row in table.rows]
+    names = demo.names.labels_of(iris)
+    assert len(iris) == 13 and set(names) == set(iris)
+    shown, hidden = iris[:5] + iris[-5:], iris[5:8]
+    assert shown_labels(table, demo.names) == {i: names[i] for i in shown}
+    text = Toolkit(demo, Trace()).execute_sparql(query).text
+    assert all(f"| {demo.prefixes.compact(i)} ({names[i]}) |" in text for i in shown)
+    assert not any(f"| {demo.prefixes.compact(i)} " in text for i in hidden)
+    # A rendering of the first rows only (no tail) shows, and labels, just those.
+    assert [row["s"].value for row in table.shown_rows(3, 0)] == iris[:3]
+    assert set(shown_labels(table, demo.names, head=3, tail=0)) == set(iris[:3])
+    assert table.to_markdown(head=3, tail=0).count("| <https://demo.sparqlnav.org/entity/") == 3

@@ -20,7 +20,7 @@ from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.graph.results import ResultTable
+from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
 
@@ -110,8 +110,7 @@ def read_query(query: str) -> str:
 
 def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     """A table for people: compact IRIs with labels."""
-    iris = [t.value for row in table.rows for t in row.values() if t.kind == "uri"]
-    labels = graph.names.labels_of(iris)
+    labels = shown_labels(table, graph.names, head=len(table), tail=0)
     rt = Table(show_lines=False)
     for v in table.vars:
         rt.add_column("?" + v, overflow="fold")

@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import shown_labels
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, Tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
@@ -181,9 +182,7 @@ def create_mcp_server(
                 parts.append("SPARQL:\n" + answer.sparql.strip())
             if answer.results is not None:
                 table = answer.results
-                shown = table.rows[:5] + table.rows[-5:]  # what the markdown shows
-                labels = graph.names.labels_of([t.value for row in shown for t in row.values() if t.kind == "uri"])
-                parts.append(table.to_markdown(graph.prefixes, labels))
+                parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
             return "\n\n".join(p for p in parts if p)
 
         add(

@@ -23,7 +23,7 @@ from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
 from sparqlnav.sparql.guard import SparqlToken, declared_prefixes, tokens
-from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
+from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap, undeclared_prefixes
 from sparqlnav.tools.lookup import EntityPage
 from sparqlnav.tools.toolkit import Observation
 
@@ -264,17 +264,9 @@ def canonical_query(query: str, prefixes: PrefixMap) -> str:
     return " ".join(out)
 
 
-def undeclared_prefixes(query: str, prefixes: PrefixMap) -> list[str]:
+def unknown_prefixes(query: str, prefixes: PrefixMap) -> list[str]:
     """Prefixes a query uses that it does not declare and that `prefixes` does not know."""
-    toks = tokens(query)
-    declared = declared_prefixes(toks)
-    found: dict[str, None] = {}
-    for t in toks:
-        if t.kind == "pname":
-            prefix = t.text.partition(":")[0]
-            if prefix not in declared and prefix not in prefixes.mapping:
-                found.setdefault(prefix, None)
-    return list(found)
+    return [p for p in undeclared_prefixes(query) if p not in prefixes.mapping]
 
 
 # ---------------------------------------------------------------- the step under check
@@ -541,7 +533,7 @@ def undeclared_prefix(ctx: StepContext, opts: FeedbackOptions) -> Details | None
     """The query failed and uses a prefix nobody declared."""
     if ctx.query is None or _outcome(ctx, Outcome.SYNTAX_ERROR, Outcome.ENGINE_ERROR) is None:
         return None
-    missing = undeclared_prefixes(ctx.query, ctx.prefixes)
+    missing = unknown_prefixes(ctx.query, ctx.prefixes)
     if not missing:
         return None
     known = ", ".join(f"{p}:" for p, _ in sorted(ctx.prefixes.items()))
@@ -551,7 +543,7 @@ def undeclared_prefix(ctx: StepContext, opts: FeedbackOptions) -> Details | None
 def syntax_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The engine rejected the query's syntax (an undeclared prefix has its own guideline)."""
     r = _outcome(ctx, Outcome.SYNTAX_ERROR)
-    if r is None or (ctx.query and undeclared_prefixes(ctx.query, ctx.prefixes)):
+    if r is None or (ctx.query and unknown_prefixes(ctx.query, ctx.prefixes)):
         return None
     return {"message": _clip(r.message)}
 
@@ -593,7 +585,7 @@ def refused(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 def engine_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The engine failed or could not be reached."""
     r = _outcome(ctx, Outcome.ENGINE_ERROR, Outcome.UNREACHABLE)
-    if r is None or (ctx.query and undeclared_prefixes(ctx.query, ctx.prefixes)):
+    if r is None or (ctx.query and unknown_prefixes(ctx.query, ctx.prefixes)):
         return None
     return {"message": _clip(r.message)}
 

@@ -7,16 +7,22 @@ import io
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyoxigraph as ox
 
 from sparqlnav.sparql.prefixes import PrefixMap
 
+if TYPE_CHECKING:
+    from sparqlnav.graph.kg import Names
+
 TermKind = Literal["uri", "literal", "bnode", "triple"]
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+# How many first and last rows a long table shows (to_markdown, and the labels fetched for it).
+SHOWN_HEAD = 5
+SHOWN_TAIL = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +182,19 @@ class ResultTable:
         """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious."""
         return [[show_term(row.get(v), prefixes, labels) for v in self.vars] for row in self.rows]
 
+    def shown_rows(self, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL) -> list[Row]:
+        """The rows a rendering of the first `head` and last `tail` rows shows: all of them when they fit."""
+        if len(self.rows) <= head + tail:
+            return list(self.rows)
+        return self.rows[:head] + self.rows[len(self.rows) - tail :]
+
     def to_markdown(
         self,
         prefixes: PrefixMap | None = None,
         labels: Mapping[str, str] | None = None,
         *,
-        head: int = 5,
-        tail: int = 5,
+        head: int = SHOWN_HEAD,
+        tail: int = SHOWN_TAIL,
         max_cell: int = 120,
     ) -> str:
         """A compact markdown table for an LLM: first and last rows when long, clipped cells, total stated."""
@@ -190,24 +202,30 @@ class ResultTable:
             return f"ASK result: {'true' if self.boolean else 'false'}"
         if not self.rows:
             return "The query returned no rows."
-        shown = self.display_rows(prefixes, labels)
+        cut = len(self.rows) > head + tail
+        shown = ResultTable(self.vars, self.shown_rows(head, tail)).display_rows(prefixes, labels)
         cells = [[clip(c, max_cell) for c in r] for r in shown]
         lines = [
             "| " + " | ".join("?" + v for v in self.vars) + " |",
             "|" + "---|" * len(self.vars),
         ]
-        if len(cells) > head + tail:
-            body = [*cells[:head], ["…"] * len(self.vars), *cells[-tail:]]
-        else:
-            body = cells
+        body = [*cells[:head], ["…"] * len(self.vars), *cells[head:]] if cut else cells
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
         total = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
-        if len(cells) > head + tail:
+        if cut:
             total += f" in total; the first {head} and last {tail} are shown"
         if self.truncated:
             total += f"; the result was cut at a cap ({self.cap}), more rows exist"
         lines.append(f"({total}.)")
         return "\n".join(lines)
+
+
+def shown_labels(
+    table: ResultTable, names: Names, *, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL
+) -> dict[str, str]:
+    """The labels of the IRIs in the rows a rendering of `table` with `head` and `tail` rows shows."""
+    iris = [t.value for row in table.shown_rows(head, tail) for t in row.values() if t.kind == "uri"]
+    return names.labels_of(iris) if iris else {}
 
 
 def clip(text: str, limit: int) -> str:

@@ -16,6 +16,7 @@ from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset
 from sparqlnav.graph.endpoint import Endpoint
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
+from sparqlnav.sparql.prefixes import declare_prefixes
 
 SH = "http://www.w3.org/ns/shacl#"
 RDFS_COMMENT = "http://www.w3.org/2000/01/rdf-schema#comment"
@@ -98,21 +99,6 @@ def _target(node: _Node) -> str | None:
     return None
 
 
-def complete_prefixes(query: str, known: dict[str, str]) -> str:
-    """Add PREFIX lines for prefixes the query uses but does not declare, when `known` has them (SIB's sh:prefixes)."""
-    if not known:
-        return query
-    try:
-        parsed = parse_query(query, collect_undefined_prefixes=True)
-    except SparqlSyntaxError:
-        return query
-    missing = [p for p in parsed.undefined_prefixes if p in known]
-    if not missing:
-        return query
-    header = "".join(f"PREFIX {p}: <{known[p]}>\n" for p in sorted(missing))
-    return header + query
-
-
 def _nodes_from_quads(quads: Iterable[ox.Quad], nodes: dict[str, _Node], prefixes: dict[str, str]) -> None:
     declared: dict[str, dict[str, str]] = defaultdict(dict)
     for q in quads:
@@ -155,7 +141,7 @@ def _examples_from_nodes(nodes: dict[str, _Node], prefixes: dict[str, str], sour
             Example(
                 id=key[1:-1] if key.startswith("<") else key,
                 question=clean_text(question),
-                query=complete_prefixes(query.strip(), prefixes),
+                query=declare_prefixes(query.strip(), prefixes).query,
                 endpoint=_target(node),
                 form=form,
                 keywords=keywords,

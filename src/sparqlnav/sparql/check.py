@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from rapidfuzz import fuzz, process
 
 from sparqlnav.graph.schema import Schema, namespace_of
+from sparqlnav.sparql.guard import normalise_endpoint
 from sparqlnav.sparql.parser import (
     BNode,
     Iri,
@@ -36,7 +36,7 @@ from sparqlnav.sparql.parser import (
 from sparqlnav.sparql.parser import (
     Literal as Lit,
 )
-from sparqlnav.sparql.prefixes import WELL_KNOWN, WIKIDATA
+from sparqlnav.sparql.prefixes import WELL_KNOWN, WIKIDATA, declare_prefixes
 
 IssueKind = Literal[
     "syntax",
@@ -205,36 +205,39 @@ def validate(
         parsed = parse_query(query, collect_undefined_prefixes=True)
     except SparqlSyntaxError as e:
         return CheckReport(False, [syntax_issue(query, e)], query)
-    text = query
-    if parsed.undefined_prefixes:
-        known = {p: repair[p] for p in parsed.undefined_prefixes if p in repair}
-        for prefix, (line, col) in parsed.undefined_prefixes.items():
-            if prefix not in repair:
-                engine = (
-                    " [Virtuoso built-in prefix; not standard SPARQL 1.1]"
-                    if prefix in _VIRTUOSO_PREFIXES
-                    else ""
-                )
-                message = (
-                    f"the prefix '{prefix}:' is not declared and is not a well-known prefix; "
-                    f"add PREFIX {prefix}: <namespace IRI>{engine}"
-                )
-                issues.append(Issue("syntax", message, "error", line, col))
-        if known:
-            text = add_prefixes(query, known)
-            names = ", ".join(f"{p}:" for p in known)
-            issues.insert(
-                0,
-                Issue(
-                    "fix",
-                    f"added missing PREFIX declaration(s) for {names} at the top of the query "
-                    f"(line numbers below refer to the repaired query)",
-                    "info",
-                    suggestions=tuple(f"PREFIX {p}: <{ns}>" for p, ns in known.items()),
-                ),
+    fixed = declare_prefixes(query, repair)
+    text = fixed.query
+    for prefix, (line, col) in parsed.undefined_prefixes.items():
+        if prefix not in repair:
+            engine = (
+                " [Virtuoso built-in prefix; not standard SPARQL 1.1]"
+                if prefix in _VIRTUOSO_PREFIXES
+                else ""
             )
-        if any(i.kind == "syntax" for i in issues):
-            return CheckReport(False, issues, text, parsed.patterns, _service_list(parsed.services))
+            message = (
+                f"the prefix '{prefix}:' is not declared and is not a well-known prefix; "
+                f"add PREFIX {prefix}: <namespace IRI>{engine}"
+            )
+            issues.append(Issue("syntax", message, "error", line, col))
+    if fixed.changed:
+        done = []
+        if fixed.added:
+            names = ", ".join(f"{p}:" for p in fixed.added)
+            done.append(f"added missing PREFIX declaration(s) for {names} at the top of the query")
+        if fixed.written_out:
+            done.append(f"wrote the %-escaped name(s) {', '.join(fixed.written_out)} as <IRI>s")
+        issues.insert(
+            0,
+            Issue(
+                "fix",
+                f"{'; '.join(done)} (line numbers below refer to the repaired query)",
+                "info",
+                suggestions=tuple(f"PREFIX {p}: <{repair[p]}>" for p in fixed.added),
+            ),
+        )
+    if any(i.kind == "syntax" for i in issues):
+        return CheckReport(False, issues, text, parsed.patterns, _service_list(parsed.services))
+    if text != query:
         try:
             parsed = parse_query(text)
         except SparqlSyntaxError as e:  # not expected once the first parse passed; never crash
@@ -263,11 +266,6 @@ def _service_list(services: Iterable[Any]) -> list[str]:
         if s.endpoint not in out:
             out.append(s.endpoint)
     return out
-
-
-def add_prefixes(query: str, found: Mapping[str, str]) -> str:
-    """The query with PREFIX lines for `found` inserted at the top."""
-    return "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in found.items()) + query
 
 
 def syntax_issue(query: str, error: SparqlSyntaxError) -> Issue:
@@ -341,14 +339,11 @@ class _Targets:
 
 
 def endpoint_key(url: str) -> str:
-    """An endpoint URL without scheme, default port, case of the host or trailing slash."""
+    """An endpoint URL without its scheme, in the guard's one spelling (host case, default port, slash)."""
     try:
-        parts = urlsplit(url.strip())
-        host = (parts.hostname or "").lower()
-        port = f":{parts.port}" if parts.port not in (None, 80, 443) else ""
+        return normalise_endpoint(url, scheme=False)
     except ValueError:  # not a URL (e.g. a malformed host): compare the text as it is
         return url.strip().rstrip("/")
-    return f"{host}{port}{parts.path.rstrip('/')}" + (f"?{parts.query}" if parts.query else "")
 
 
 # ------------------------------------------------------------------------------------------ schema
@@ -833,7 +828,6 @@ __all__ = [
     "REPAIR_PREFIXES",
     "CheckReport",
     "Issue",
-    "add_prefixes",
     "endpoint_key",
     "engine_extension",
     "validate",

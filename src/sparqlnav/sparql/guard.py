@@ -125,26 +125,31 @@ def service_targets(query: str) -> list[str]:
     return found
 
 
-def normalise_endpoint(url: str) -> str:
-    """Compare endpoints without scheme case, default ports or a trailing slash; Refused when not a URL."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise Refused(f"refused: {url!r} is not a valid endpoint URL ({exc})") from None
+def normalise_endpoint(url: str, *, scheme: bool = True) -> str:
+    """An endpoint URL in one spelling: host in lower case, no default port, no trailing slash, and its
+    scheme (lower case) only when `scheme`; ValueError when it is not a URL."""
+    parts = urlsplit(url.strip())
+    port = parts.port  # raises ValueError for a malformed port or host
     host = (parts.hostname or "").lower()
     default = {"http": 80, "https": 443}.get(parts.scheme.lower())
     netloc = host if port in (None, default) else f"{host}:{port}"
-    return f"{parts.scheme.lower()}://{netloc}{parts.path.rstrip('/')}" + (
-        f"?{parts.query}" if parts.query else ""
-    )
+    rest = f"{netloc}{parts.path.rstrip('/')}" + (f"?{parts.query}" if parts.query else "")
+    return f"{parts.scheme.lower()}://{rest}" if scheme else rest
+
+
+def _allowed_form(url: str) -> str:
+    """The endpoint as the allow-list compares it; Refused when it is not a URL."""
+    try:
+        return normalise_endpoint(url)
+    except ValueError as exc:
+        raise Refused(f"refused: {url!r} is not a valid endpoint URL ({exc})") from None
 
 
 def check_services(query: str, allowed: Iterable[str]) -> None:
     """Raise Refused when a SERVICE clause targets an endpoint outside the allow-list."""
     allow = set()
     for url in allowed:
-        with contextlib.suppress(Refused):  # a malformed allow-list entry allows nothing
+        with contextlib.suppress(ValueError):  # a malformed allow-list entry allows nothing
             allow.add(normalise_endpoint(url))
     for target in _all_service_targets(query):
         if target.startswith(("?", "$")):
@@ -153,7 +158,7 @@ def check_services(query: str, allowed: Iterable[str]) -> None:
             )
         if (
             not target.lower().startswith(("http://", "https://"))
-            or normalise_endpoint(target) not in allow
+            or _allowed_form(target) not in allow
         ):
             allowed_text = ", ".join(sorted(allow)) or "none"
             raise Refused(

@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from sparqlnav.sparql.guard import declared_prefixes, tokens
+
 WELL_KNOWN: dict[str, str] = {
     "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
     "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
@@ -74,13 +76,6 @@ class PrefixMap:
             return None
         return self.mapping[prefix] + local
 
-    def sparql_header(self, used_in: str | None = None) -> str:
-        """PREFIX lines, only for prefixes that `used_in` mentions when given."""
-        names = sorted(self.mapping)
-        if used_in is not None:
-            names = [n for n in names if re.search(rf"(?<![\w\-.]){re.escape(n)}:", used_in)]
-        return "".join(f"PREFIX {n}: <{self.mapping[n]}>\n" for n in names)
-
     def __contains__(self, prefix: object) -> bool:
         return prefix in self.mapping
 
@@ -92,3 +87,51 @@ class PrefixMap:
 def prefixes_in_text(text: str) -> dict[str, str]:
     """Prefix declarations found in Turtle or SPARQL text (`@prefix` or `PREFIX`)."""
     return {(m.group(1) or ""): m.group(2) for m in _PREFIX_DECL.finditer(text)}
+
+
+def undeclared_prefixes(query: str) -> list[str]:
+    """Prefixes the query's names use but its PREFIX lines do not declare, in order of first use."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    found = (t.text.partition(":")[0] for t in toks if t.kind == "pname")
+    return list(dict.fromkeys(p for p in found if p not in declared))
+
+
+@dataclass(frozen=True)
+class PrefixRepair:
+    """A query made runnable on its own, and what that took."""
+
+    query: str
+    added: tuple[str, ...] = ()  # prefixes given a PREFIX line, sorted
+    written_out: tuple[str, ...] = ()  # %-escaped prefixed names written as <IRI>s, in order
+
+    @property
+    def changed(self) -> bool:
+        """Whether the query differs from the one given."""
+        return bool(self.added or self.written_out)
+
+
+def declare_prefixes(query: str, known: Mapping[str, str]) -> PrefixRepair:
+    """The query made runnable on its own: PREFIX lines for the `known` prefixes it uses but does not
+    declare, and prefixed names with %-escapes written out as <IRI>s."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    namespaces = {**known, **declared}
+    used: set[str] = set()
+    written: list[str] = []
+    out, last = [], 0
+    for t in toks:
+        if t.kind != "pname":
+            continue
+        name = t.text.rstrip(".")  # a trailing dot ends the triple, it is not part of the name
+        prefix, _, local = name.partition(":")
+        if "%" in local and prefix in namespaces:
+            # Oxigraph rejects some valid escaped names (a dot before and after %40): use the IRI.
+            out += [query[last : t.pos], f"<{namespaces[prefix]}{local}>"]
+            last = t.pos + len(name)
+            written.append(name)
+        elif prefix not in declared:
+            used.add(prefix)
+    added = tuple(p for p in sorted(used) if p in known)
+    header = "".join(f"PREFIX {p}: <{known[p]}>\n" for p in added)
+    return PrefixRepair(header + "".join(out) + query[last:], added, tuple(written))

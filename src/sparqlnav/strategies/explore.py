@@ -32,7 +32,7 @@ from sparqlnav.feedback.eraser import (
     render_guidelines,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable
+from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
@@ -45,7 +45,7 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
-from sparqlnav.sparql.guard import declared_prefixes, tokens
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
@@ -102,31 +102,6 @@ def thought_of(text: str) -> str:
     """The thought in a reply: the text before any `Action:` line, without a `Thought:` label."""
     head = re.split(r"^\s*Action\s*:", text, maxsplit=1, flags=re.M | re.I)[0]
     return re.sub(r"^\s*Thought\s*:\s*", "", head.strip(), flags=re.I).strip()
-
-
-def with_prefixes(query: str, kg: KnowledgeGraph) -> str:
-    """The query made runnable on its own: PREFIX lines for the graph's known prefixes it uses but does
-    not declare, and prefixed names with %-escapes written out as <IRI>s."""
-    toks = tokens(query)
-    declared = declared_prefixes(toks)
-    namespaces = {**kg.prefixes.mapping, **declared}
-    used: set[str] = set()
-    out, last = [], 0
-    for t in toks:
-        if t.kind != "pname":
-            continue
-        name = t.text.rstrip(".")  # a trailing dot ends the triple, it is not part of the name
-        prefix, _, local = name.partition(":")
-        if "%" in local and prefix in namespaces:
-            # Oxigraph rejects some valid escaped names (a dot before and after %40): use the IRI.
-            out += [query[last : t.pos], f"<{namespaces[prefix]}{local}>"]
-            last = t.pos + len(name)
-        elif prefix not in declared:
-            used.add(prefix)
-    body = "".join(out) + query[last:]
-    missing = sorted(p for p in used if p in kg.prefixes)
-    header = "".join(f"PREFIX {p}: <{kg.prefixes.mapping[p]}>\n" for p in missing)
-    return header + body.strip()
 
 
 def compact_text(text: str, limit: int = 240) -> str:
@@ -249,7 +224,7 @@ class _Run:
         )
         sparql = call.arguments.get("query") if call and call.name == "execute_sparql" else None
         if isinstance(sparql, str) and sparql.strip():
-            ctx.query = with_prefixes(sparql, self.kg)
+            ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query
         before = self.feedback.check(ctx, "before")
         for g in before:  # SPINACH's rollback (spinach.txt §4.2): cut the state, then explore on
             if g.id in ("repeated_action", "stop_without_results"):
@@ -497,19 +472,15 @@ class _Run:
         """The result in words without an LLM: the boolean, or the first values with their labels."""
         if table.boolean is not None:
             return "yes" if table.boolean else "no"
-        rows = table.display_rows(self.kg.prefixes, self._labels(table))
+        labels = shown_labels(table, self.kg.names, head=10, tail=0)
+        rows = table.display_rows(self.kg.prefixes, labels)
         shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
         more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
         return f"The query returned: {shown}{more}"
 
-    def _labels(self, table: ResultTable) -> dict[str, str]:
-        shown = table.rows[:10] + table.rows[-10:]
-        return self.kg.names.labels_of(
-            [t.value for row in shown for t in row.values() if t.kind == "uri"]
-        )
-
     def _write_answer(self, sparql: str, table: ResultTable) -> str:
-        result = table.to_markdown(self.kg.prefixes, self._labels(table), head=10, tail=10)
+        labels = shown_labels(table, self.kg.names, head=10, tail=10)
+        result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
         user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
         messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
         return self._chat(self.helper, messages, "answer").text.strip()

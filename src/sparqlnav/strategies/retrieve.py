@@ -20,7 +20,7 @@ from sparqlnav.answer import Answer, Status
 from sparqlnav.feedback.eraser import Feedback, Memory, StepContext, render_guidelines
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable
+from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import Schema
 from sparqlnav.llm.client import (
     LLMClient,
@@ -453,18 +453,12 @@ class _Run:
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:
         if not self.options.explain:
             return f"The query returned {len(table)} row(s)." if not table.is_boolean else f"The answer is {'yes' if table.boolean else 'no'}."
-        labels = self._labels(table) if endpoint is None else {}
         half = max(1, self.options.result_rows // 2)
+        labels = shown_labels(table, self.kg.names, head=half, tail=half) if endpoint is None else {}
         shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
         user = f"Question: {self.question}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
         reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
         return reply.text.strip()
-
-    def _labels(self, table: ResultTable) -> dict[str, str]:
-        half = max(1, self.options.result_rows // 2)
-        rows = table.rows[:half] + table.rows[-half:]
-        iris = [t.value for row in rows for t in row.values() if t.kind == "uri"]
-        return self.kg.names.labels_of(iris) if iris else {}
 
     def finish(self, sparql: str | None, table: ResultTable | None, status: Status, text: str,
                *, error: str | None = None) -> Answer:

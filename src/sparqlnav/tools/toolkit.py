@@ -13,6 +13,7 @@ import httpx
 
 from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import shown_labels
 from sparqlnav.tools.lookup import (
     DEFAULT_ENTITIES,
     DEFAULT_PROPERTIES,
@@ -135,10 +136,8 @@ class Toolkit:
         result = self.kg.endpoint.query(query, timeout_s=self.timeout_s)
         if not result.ok or result.table is None:
             return Observation(f"The query failed — {result.describe()}", result, ok=False)
-        shown = result.table.rows[:10] + result.table.rows[-10:]  # what the markdown rendering shows
-        iris = [t.value for row in shown for t in row.values() if t.kind == "uri"]
         try:
-            labels = self.kg.names.labels_of(iris)
+            labels = shown_labels(result.table, self.kg.names)
         except NAME_SERVICE_ERRORS:
             labels = {}  # labels are a courtesy: the rows stand without them
         return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)

@@ -1,68 +1,28 @@
-"""The `lexical` strategy: answers simple questions with no LLM, in the spirit of QAnswer.
-
-It links the question's words to entities, classes, literal values and properties, enumerates queries of
-a bounded shape over them (one and two hops in either direction, intersections of two entities, a type
-constraint, COUNT for "how many", ASK for yes/no, ORDER BY … LIMIT 1 for superlatives, numeric filters),
-runs the most promising ones within a time budget, and ranks the answers by how much of the question the
-query explains and how well the answer fits what was asked (who → a person, when → a date, how many → a
-number). Below a confidence threshold it says "not found" rather than guess.
-"""
+"""Candidate queries of a bounded shape over the question's linked entities, literal values, classes
+and relations: one and two hops, intersections, type constraints, counts, ASK, superlatives, filters."""
 
 from __future__ import annotations
 
-import math
 import re
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sparqlnav.answer import Answer
-from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, Outcome, QueryResult
-from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import XSD, ResultTable, Term, clip
+from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
-from sparqlnav.question.intent import (
-    DATE_TYPES,
-    NUMBER,
-    PERSON_WORDS,
-    Comparison,
-    Superlative,
-    analyse,
-)
-from sparqlnav.question.linking import (
-    EntityCandidate,
-    WordToken,
-    content_positions,
-    link,
-    property_names,
-    relation_match,
-    word_similarity,
-)
-from sparqlnav.tools.toolkit import Toolkit
-from sparqlnav.trace import Trace
+from sparqlnav.question.intent import NUMBER, Comparison, Superlative
+from sparqlnav.question.linking import EntityCandidate, WordToken, relation_match
+from sparqlnav.strategies.lexical.context import Context
 
 Direction = Literal["out", "in"]
 Form = Literal["select", "count", "ask", "aggregate"]
 
-DEFAULT_BUDGET_S = 5.0
-DEFAULT_THRESHOLD = 0.4
-# Scores (coverage, link quality, answer fit) run from about 0.2 for a stray guess to about 1.25 for a
-# query that explains every word with sure links and fits the asked-for answer type.
-CONFIDENCE_FLOOR = 0.2
-CONFIDENCE_CEILING = 1.25
 MAX_ANCHORS = 4
 MAX_CLASSES = 2
-MAX_EXECUTE = 60
-QUERY_TIMEOUT_S = 2.0
 # How much a query's shape alone justifies a relation no question word names.
 UNNAMED_TYPED = 0.55  # the only relation from the anchor to things of the asked-for class
 UNNAMED_JOIN = 0.45  # a relation that joins two linked anchors
 UNNAMED_HOP = 0.35  # one hop of a two-hop path whose other hop is named
-
-
-
-# --------------------------------------------------------------------------- candidate queries
 
 
 @dataclass(frozen=True)
@@ -186,189 +146,18 @@ class Rel:
     share: float = 0.0  # the part of the anchor's triples (in this direction) that use it
 
 
-# --------------------------------------------------------------------------- the strategy
-
-
-class BudgetedEndpoint(EndpointWrapper):
-    """An endpoint that refuses queries once a deadline has passed and caps each one's time limit."""
-
-    def __init__(self, inner: Endpoint, deadline: float, per_query_s: float) -> None:
-        super().__init__(inner)
-        self.deadline = deadline
-        self.per_query_s = per_query_s
-
-    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
-        """Run within what is left of the budget, or report a timeout without running."""
-        left = self.deadline - time.monotonic()
-        if left <= 0.05:
-            return QueryResult(sparql, Outcome.TIMEOUT, message="the time budget is spent")
-        limit = min(left, self.per_query_s, timeout_s if timeout_s is not None else left)
-        return self.inner.query(sparql, timeout_s=limit)
-
-
 @dataclass
-class LexicalStrategy:
-    """Link, enumerate bounded-shape queries, run the most promising within a budget, rank, answer."""
+class Candidates:
+    """Builds the candidate queries of one run; `prior` scores each before it runs."""
 
-    budget_s: float = DEFAULT_BUDGET_S
-    threshold: float = DEFAULT_THRESHOLD
-    query_timeout_s: float = QUERY_TIMEOUT_S
-    max_execute: int = MAX_EXECUTE
-    name: str = "lexical"
-
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
-        """Answer one question."""
-        return _Run(self, question, kg, trace).answer()
-
-
-def create(llm: object = None, **options: Any) -> LexicalStrategy:
-    """Build the strategy; it never uses an LLM (`llm` is accepted for the common factory signature)."""
-    allowed = {"budget_s", "threshold", "query_timeout_s", "max_execute"}
-    unknown = set(options) - allowed
-    if unknown:
-        raise TypeError(f"unknown lexical options: {', '.join(sorted(unknown))}")
-    return LexicalStrategy(**{k: v for k, v in options.items() if k in allowed})
-
-
-@dataclass
-class _Run:
-    strategy: LexicalStrategy
-    question: str
-    kg_in: KnowledgeGraph
-    trace: Trace
-    started: float = field(default_factory=time.monotonic)
-    executed: list[Candidate] = field(default_factory=list)
+    ctx: Context
+    prior: Callable[[Candidate], float]
     _rel_cache: dict[tuple[str, str], list[Rel]] = field(default_factory=dict)
-    _names_cache: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    _types: dict[str, set[str]] = field(default_factory=dict)
     _attrs: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = field(default_factory=dict)
-    queries: int = 0
-
-    def __post_init__(self) -> None:
-        self.toolkit = Toolkit(self.kg_in, self.trace)
-        self.deadline = self.started + self.strategy.budget_s
-        # every query, linking's included, runs through the toolkit (traced) and within the budget
-        self.kg = replace(
-            self.toolkit.kg,
-            endpoint=BudgetedEndpoint(
-                self.toolkit.kg.endpoint, self.deadline, self.strategy.query_timeout_s
-            ),
-        )
-        wb = self.kg.vocab.wikibase
-        self.type_pred = self.kg.vocab.types[0]
-        self.subclass_pred = (
-            wb.direct_iri("P279") if wb else "http://www.w3.org/2000/01/rdf-schema#subClassOf"
-        )
-        self.skip_preds = set(self.kg.vocab.descriptions) | set(self.kg.vocab.aliases)
-        self.wb = wb
-
-    # -- plumbing ----------------------------------------------------------------------------
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def query(self, sparql: str) -> QueryResult | None:
-        if self.remaining() <= 0.05:
-            return None
-        self.queries += 1
-        return self.kg.endpoint.query(sparql)
-
-    def rows(self, sparql: str) -> list[dict[str, Term]]:
-        res = self.query(sparql)
-        if res is None or not res.ok or res.table is None:
-            return []
-        return res.table.rows
-
-    def usable_predicate(self, iri: str, *, hop: int = 1) -> bool:
-        """Whether a predicate can carry an answer; `hop=2` also admits the route into statement nodes."""
-        if iri in self.skip_preds:
-            return False
-        wb = self.wb
-        if wb:
-            if iri.startswith((wb.direct, wb.statement, wb.qualifier)):
-                return True
-            if iri.startswith(wb.claim):
-                return (
-                    hop == 2
-                )  # p:P… leads to a statement node: never an answer, a route to a qualifier
-        return not iri.startswith("http://wikiba.se/ontology#")
-
-    def is_claim(self, iri: str) -> bool:
-        """A Wikibase `p:` predicate (subject → statement node)."""
-        wb = self.wb
-        return bool(
-            wb
-            and iri.startswith(wb.claim)
-            and not iri.startswith((wb.direct, wb.statement, wb.qualifier))
-        )
-
-    def names(self, iri: str, label: str | None = None) -> tuple[str, ...]:
-        if iri not in self._names_cache:
-            self._names_cache[iri] = tuple(property_names(self.kg, iri, label))
-        return self._names_cache[iri]
-
-    def label(self, iri: str) -> str:
-        return self.names(iri)[0] if self.names(iri) else humanise(local_name(iri))
-
-    # -- main --------------------------------------------------------------------------------
-    def answer(self) -> Answer:
-        self.trace.emit("thought", text="Linking the question's words to the graph (no LLM).")
-        linking = link(self.kg, self.question)
-        self.linking = linking
-        self.tokens = linking.tokens
-        self.intent = analyse(self.tokens)
-        self.content = set(content_positions(self.tokens)) - self._ignorable()
-        self.trace.emit(
-            "info",
-            text=f"intent: {self.intent.answer}"
-            + (
-                f", superlative {self.intent.superlative.direction}"
-                if self.intent.superlative
-                else ""
-            )
-            + (
-                f", {len(self.intent.comparisons)} numeric condition(s)"
-                if self.intent.comparisons
-                else ""
-            )
-            + (f", {self.intent.aggregate} of a value" if self.intent.aggregate else "")
-            + f"; linked in {linking.seconds:.2f} s",
-            linking=linking.to_json(),
-        )
-        anchors = self.anchors(linking.entities)
-        classes = [e for e in linking.entities if e.kind == "class"][:MAX_CLASSES]
-        self.trace.emit(
-            "info",
-            text="anchors: "
-            + (", ".join(f"{a.label} ({a.score:.2f})" for a in anchors) or "none")
-            + "; classes: "
-            + (", ".join(f"{c.label} ({c.score:.2f})" for c in classes) or "none"),
-        )
-        cands = self.enumerate(anchors, classes)
-        best = self.execute(cands)
-        return self.finish(best)
-
-    def _ignorable(self) -> set[int]:
-        """Content words that say nothing about the data ("we", "offer", "available")."""
-        filler = {
-            "we",
-            "offer",
-            "available",
-            "exist",
-            "exists",
-            "existing",
-            "there",
-            "currently",
-            "our",
-            "kind",
-            "type",
-            "types",
-            "sort",
-            "get",
-        }
-        return {i for i, t in enumerate(self.tokens) if t.lower in filler}
 
     # -- anchors -----------------------------------------------------------------------------
     def anchors(self, entities: Sequence[EntityCandidate]) -> list[Anchor]:
+        """The linked entities and literal values a query may start from, best first."""
         out: list[Anchor] = []
         for e in entities:
             if e.kind != "entity":
@@ -394,7 +183,7 @@ class _Run:
         names) in the graph."""
         mentions = [
             m
-            for m in self.linking.mentions
+            for m in self.ctx.linking.mentions
             if m.source in ("quoted", "capitalised", "code") and m.first >= 0
         ]
         values: dict[str, tuple[str, frozenset[int]]] = {}  # N3 → (text, positions)
@@ -402,16 +191,16 @@ class _Run:
             for text in {m.text, m.text.title()}:
                 for term in (_literal_n3(text, None), _literal_n3(text, "en")):
                     values.setdefault(term, (text, m.positions))
-        modifiers = self.intent.positions
-        for i, t in enumerate(self.tokens):
+        modifiers = self.ctx.intent.positions
+        for i, t in enumerate(self.ctx.tokens):
             if i in modifiers or not NUMBER.match(t.text) or "," in t.text:
                 continue
             values.setdefault(t.text, (t.text, frozenset({i})))  # xsd:integer or xsd:decimal
             values.setdefault(_literal_n3(t.text, None), (t.text, frozenset({i})))
         if not values:
             return []
-        text_preds = set(self.kg.vocab.text_predicates)
-        rows = self.rows(
+        text_preds = set(self.ctx.kg.vocab.text_predicates)
+        rows = self.ctx.rows(
             f"SELECT ?o ?p (COUNT(*) AS ?n) WHERE {{ VALUES ?o {{ {' '.join(values)} }} ?s ?p ?o }} "
             "GROUP BY ?o ?p LIMIT 200"
         )
@@ -433,6 +222,7 @@ class _Run:
 
     # -- relations around an anchor ----------------------------------------------------------
     def rels(self, anchor: Anchor) -> list[Rel]:
+        """The usable properties around an anchor, in both directions, with each one's share of its triples."""
         key = (anchor.term, "1")
         if key in self._rel_cache:
             return self._rel_cache[key]
@@ -441,28 +231,30 @@ class _Run:
         if anchor.kind == "entity":
             queries.insert(0, ("out", f"{anchor.term} ?p ?o"))
         for direction, pattern in queries:
-            rows = self.rows(
+            rows = self.ctx.rows(
                 f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {pattern} }} GROUP BY ?p LIMIT 300"
             )
             counts = {r["p"].value: _int(r.get("n")) for r in rows if "p" in r}
             total = sum(counts.values()) or 1
             found += [Rel(p, direction, "", (), n / total) for p, n in counts.items()]
-        out = [self.named(r) for r in found if self.usable_predicate(r.iri)]
+        out = [self.named(r) for r in found if self.ctx.usable_predicate(r.iri)]
         self._rel_cache[key] = out
         return out
 
     def named(self, rel: Rel) -> Rel:
-        names = self.names(rel.iri)
+        """The relation with its names and display label."""
+        names = self.ctx.names(rel.iri)
         return replace(rel, label=names[0] if names else humanise(local_name(rel.iri)), names=names)
 
     def rel_part(self, rel: Rel, exclude: Iterable[int], unnamed: float = 0.1) -> Part:
         """The relation as a query part; `unnamed` is its score when no question word names it (how much
         the query's shape alone justifies it)."""
-        m = relation_match(rel.names, self.tokens, exclude)
+        m = relation_match(rel.names, self.ctx.tokens, exclude)
         return Part("relation", rel.label, m.positions, m.score if m.score > 0 else unnamed)
 
     # -- enumeration -------------------------------------------------------------------------
     def enumerate(self, anchors: list[Anchor], classes: list[EntityCandidate]) -> list[Candidate]:
+        """Every candidate query over the anchors and classes, ranked by prior."""
         cands: dict[tuple[Any, ...], Candidate] = {}
 
         def add(c: Candidate) -> None:
@@ -490,12 +282,12 @@ class _Run:
                     continue
                 for c in self.typed_one_hop(anchor, a_part, cls):
                     add(c)
-            if self.remaining() > 0.3 * self.strategy.budget_s:
+            if self.ctx.remaining() > 0.3 * self.ctx.budget_s:
                 for c in self.two_hops(anchor, a_part):
                     add(c)
         for i, a1 in enumerate(top):
             for a2 in top[i + 1 :]:
-                if a1.positions & a2.positions or self.remaining() < 0.3 * self.strategy.budget_s:
+                if a1.positions & a2.positions or self.ctx.remaining() < 0.3 * self.ctx.budget_s:
                     continue
                 for c in self.intersections(a1, a2):
                     add(c)
@@ -503,14 +295,14 @@ class _Run:
             add(
                 Candidate(
                     "class",
-                    (f"?a <{self.type_pred}> <{cls.iri}>",),
+                    (f"?a <{self.ctx.type_pred}> <{cls.iri}>",),
                     (Part("class", cls.label, cls.positions, cls.score),),
                 )
             )
-        if self.intent.superlative and self.intent.superlative.counting:
+        if self.ctx.intent.superlative and self.ctx.intent.superlative.counting:
             for c in self.counting_superlatives(classes):
                 add(c)
-        if self.intent.answer == "boolean":
+        if self.ctx.intent.answer == "boolean":
             for c in self.boolean_checks(top, classes):
                 add(c)
         base = sorted(cands.values(), key=lambda c: -c.prior)
@@ -529,7 +321,7 @@ class _Run:
                     replace(
                         c,
                         shape="typed " + c.shape,
-                        patterns=(*c.patterns, f"?a <{self.type_pred}> <{cls.iri}>"),
+                        patterns=(*c.patterns, f"?a <{self.ctx.type_pred}> <{cls.iri}>"),
                         parts=(*c.parts, c_part),
                     )
                 )
@@ -540,9 +332,9 @@ class _Run:
         ranked = sorted(cands.values(), key=lambda c: -c.prior)
         ranked = self.modify(ranked)
         ranked.sort(key=lambda c: -c.prior)
-        self.trace.emit(
+        self.ctx.trace.emit(
             "thought",
-            text=f"{len(ranked)} candidate queries; running the most promising within {self.strategy.budget_s:g} s.",
+            text=f"{len(ranked)} candidate queries; running the most promising within {self.ctx.budget_s:g} s.",
         )
         return ranked
 
@@ -554,11 +346,11 @@ class _Run:
             if direction == "out" and anchor.kind == "literal":
                 continue
             pat = f"{anchor.term} ?p ?a" if direction == "out" else f"?a ?p {anchor.term}"
-            rows = self.rows(
-                f"SELECT ?p (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {pat} . ?a <{self.type_pred}> <{cls.iri}> }} GROUP BY ?p LIMIT 50"
+            rows = self.ctx.rows(
+                f"SELECT ?p (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {pat} . ?a <{self.ctx.type_pred}> <{cls.iri}> }} GROUP BY ?p LIMIT 50"
             )
             for r in rows:
-                if "p" not in r or not self.usable_predicate(r["p"].value):
+                if "p" not in r or not self.ctx.usable_predicate(r["p"].value):
                     continue
                 rel = self.named(Rel(r["p"].value, direction, "", ()))
                 # the class justifies a relation no word names
@@ -567,13 +359,14 @@ class _Run:
                 out.append(
                     Candidate(
                         "typed one-hop " + direction,
-                        (pattern, f"?a <{self.type_pred}> <{cls.iri}>"),
+                        (pattern, f"?a <{self.ctx.type_pred}> <{cls.iri}>"),
                         (a_part, rp, c_part),
                     )
                 )
         return out
 
     def two_hops(self, anchor: Anchor, a_part: Part) -> list[Candidate]:
+        """Paths of two hops from the anchor (through Wikibase statement nodes too)."""
         out: list[Candidate] = []
         shapes = [("out", "out"), ("out", "in"), ("in", "out"), ("in", "in")]
         for d1, d2 in shapes:
@@ -581,7 +374,7 @@ class _Run:
                 continue
             first = f"{anchor.term} ?p1 ?x" if d1 == "out" else f"?x ?p1 {anchor.term}"
             second = "?x ?p2 ?a" if d2 == "out" else "?a ?p2 ?x"
-            rows = self.rows(
+            rows = self.ctx.rows(
                 f"SELECT ?p1 ?p2 (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {first} . {second} . "
                 f"FILTER(isIRI(?x) || isBlank(?x)) FILTER(?a != {anchor.term}) }} GROUP BY ?p1 ?p2 LIMIT 400"
                 if anchor.kind == "entity"
@@ -591,18 +384,18 @@ class _Run:
                 if "p1" not in r or "p2" not in r:
                     continue
                 p1, p2 = r["p1"].value, r["p2"].value
-                via_statement = self.is_claim(p1)
+                via_statement = self.ctx.is_claim(p1)
                 if not (
-                    self.usable_predicate(p1, hop=2)
-                    and self.usable_predicate(p2, hop=2 if via_statement else 1)
+                    self.ctx.usable_predicate(p1, hop=2)
+                    and self.ctx.usable_predicate(p2, hop=2 if via_statement else 1)
                 ):
                     continue
                 if p1 == p2 and d1 != d2:
                     continue  # back to where we started
                 if (
-                    self.wb
-                    and self.wb.property_id(p1)
-                    and self.wb.property_id(p1) == self.wb.property_id(p2)
+                    self.ctx.wb
+                    and self.ctx.wb.property_id(p1)
+                    and self.ctx.wb.property_id(p1) == self.ctx.wb.property_id(p2)
                 ):
                     continue  # p:P/ps:P is just the direct claim again
                 r1 = self.named(Rel(p1, d1, "", ()))  # type: ignore[arg-type]
@@ -617,6 +410,7 @@ class _Run:
         return out
 
     def intersections(self, a1: Anchor, a2: Anchor) -> list[Candidate]:
+        """Things related to both anchors (and n-ary statements joining them)."""
         out: list[Candidate] = []
         p1, p2 = a1.part(), a2.part()
         for d1 in ("out", "in"):
@@ -625,18 +419,18 @@ class _Run:
                     continue
                 t1 = f"{a1.term} ?p1 ?a" if d1 == "out" else f"?a ?p1 {a1.term}"
                 t2 = f"{a2.term} ?p2 ?a" if d2 == "out" else f"?a ?p2 {a2.term}"
-                rows = self.rows(
+                rows = self.ctx.rows(
                     f"SELECT ?p1 ?p2 (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {t1} . {t2} }} GROUP BY ?p1 ?p2 LIMIT 100"
                 )
                 for r in rows:
                     if "p1" not in r or "p2" not in r:
                         continue
                     if not (
-                        self.usable_predicate(r["p1"].value)
-                        and self.usable_predicate(r["p2"].value)
+                        self.ctx.usable_predicate(r["p1"].value)
+                        and self.ctx.usable_predicate(r["p2"].value)
                     ):
                         continue
-                    if d1 == d2 == "out" and self.type_pred in (r["p1"].value, r["p2"].value):
+                    if d1 == d2 == "out" and self.ctx.type_pred in (r["p1"].value, r["p2"].value):
                         continue  # sharing a type says nothing
                     r1 = self.named(Rel(r["p1"].value, d1, "", ()))
                     r2 = self.named(Rel(r["p2"].value, d2, "", ()))
@@ -647,12 +441,12 @@ class _Run:
                     out.append(Candidate("intersection", pats, (p1, p2, q1, q2)))
         out += self.nary(a1, a2)
         # a direct link between the two: for yes/no questions
-        if self.intent.answer == "boolean" and a1.kind == "entity":
-            rows = self.rows(
+        if self.ctx.intent.answer == "boolean" and a1.kind == "entity":
+            rows = self.ctx.rows(
                 f"SELECT DISTINCT ?p WHERE {{ {a1.term} ?p {a2.term} }} LIMIT 20"
-            ) + self.rows(f"SELECT DISTINCT ?p WHERE {{ {a2.term} ?p {a1.term} }} LIMIT 20")
+            ) + self.ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {a2.term} ?p {a1.term} }} LIMIT 20")
             for r in rows:
-                if "p" in r and self.usable_predicate(r["p"].value):
+                if "p" in r and self.ctx.usable_predicate(r["p"].value):
                     rel = self.named(Rel(r["p"].value, "out", "", ()))
                     q = self.rel_part(rel, a1.positions | a2.positions, UNNAMED_JOIN)
                     pat = f"{a1.term} <{rel.iri}> {a2.term}"
@@ -667,7 +461,7 @@ class _Run:
         for first, second in ((a1, a2), (a2, a1)):
             if first.kind != "entity":
                 continue
-            rows = self.rows(
+            rows = self.ctx.rows(
                 f"SELECT ?p1 ?p2 ?p3 (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {first.term} ?p1 ?x . "
                 f"?x ?p2 {second.term} . ?x ?p3 ?a . FILTER(?p3 != ?p2 && ?a != {first.term}) }} "
                 "GROUP BY ?p1 ?p2 ?p3 LIMIT 100"
@@ -676,11 +470,11 @@ class _Run:
                 if not all(k in r for k in ("p1", "p2", "p3")):
                     continue
                 p1, p2, p3 = r["p1"].value, r["p2"].value, r["p3"].value
-                hop = 2 if self.is_claim(p1) else 1
+                hop = 2 if self.ctx.is_claim(p1) else 1
                 if not (
-                    self.usable_predicate(p1, hop=2)
-                    and self.usable_predicate(p2, hop=hop)
-                    and self.usable_predicate(p3, hop=hop)
+                    self.ctx.usable_predicate(p1, hop=2)
+                    and self.ctx.usable_predicate(p2, hop=hop)
+                    and self.ctx.usable_predicate(p3, hop=hop)
                 ):
                     continue
                 used = first.positions | second.positions
@@ -699,17 +493,17 @@ class _Run:
 
     def counting_superlatives(self, classes: Sequence[EntityCandidate]) -> list[Candidate]:
         """ "Which X has the most Ys", "the most common Z": group by the answer, order by how many."""
-        sup = self.intent.superlative
+        sup = self.ctx.intent.superlative
         assert sup is not None
         out: list[Candidate] = []
         mod = Part(
             "modifier", f"{'most' if sup.direction == 'DESC' else 'least'}", sup.positions, 1.0
         )
         counted = [c for c in classes if c.positions & sup.positions]
-        for rc in self.linking.relations[:12]:
-            if rc.lexical < 0.5 or not self.usable_predicate(rc.iri):
+        for rc in self.ctx.linking.relations[:12]:
+            if rc.lexical < 0.5 or not self.ctx.usable_predicate(rc.iri):
                 continue
-            rel_out = Rel(rc.iri, "out", rc.label, self.names(rc.iri, rc.label))
+            rel_out = Rel(rc.iri, "out", rc.label, self.ctx.names(rc.iri, rc.label))
             rp = self.rel_part(rel_out, sup.positions)
             patterns = (
                 [f"?x <{rc.iri}> ?a"] if sup.common else [f"?a <{rc.iri}> ?x", f"?x <{rc.iri}> ?a"]
@@ -721,12 +515,12 @@ class _Run:
                         continue
                     c_part = Part("class", cls.label, cls.positions, cls.score)
                     variants.append(
-                        ((pattern, f"?a <{self.type_pred}> <{cls.iri}>"), (rp, mod, c_part))
+                        ((pattern, f"?a <{self.ctx.type_pred}> <{cls.iri}>"), (rp, mod, c_part))
                     )
                 for cls in counted:
                     c_part = Part("class", cls.label, cls.positions, cls.score)
                     variants += [
-                        ((*pats, f"?x <{self.type_pred}> <{cls.iri}>"), (*parts, c_part))
+                        ((*pats, f"?x <{self.ctx.type_pred}> <{cls.iri}>"), (*parts, c_part))
                         for pats, parts in list(variants)
                     ]
                 for pats, parts in variants:
@@ -737,7 +531,7 @@ class _Run:
                             parts,
                             order=sup.direction,
                             group_count=True,
-                            show_count=self.intent.answer == "count",
+                            show_count=self.ctx.intent.answer == "count",
                             limit=sup.limit,
                         )
                     )
@@ -749,7 +543,7 @@ class _Run:
         """Yes/no questions: is the anchor of the class, is one anchor linked to the other."""
         out: list[Candidate] = []
         mod = Part("modifier", "yes/no", frozenset(), 1.0)
-        type_path = f"<{self.type_pred}>/<{self.subclass_pred}>*"
+        type_path = f"<{self.ctx.type_pred}>/<{self.ctx.subclass_pred}>*"
         entities = [a for a in anchors if a.kind == "entity"]
         for a in entities:
             for cls in classes:
@@ -764,7 +558,7 @@ class _Run:
                         form="ask",
                     )
                 )
-        named = [r for r in self.linking.relations if r.lexical >= 0.5][:5]
+        named = [r for r in self.ctx.linking.relations if r.lexical >= 0.5][:5]
         for a1 in entities:
             for a2 in anchors:
                 if a1.positions & a2.positions or (a2.kind == "entity" and a1.term >= a2.term):
@@ -793,7 +587,8 @@ class _Run:
 
     # -- modifiers: count, ask, superlative, numeric filters ---------------------------------
     def modify(self, ranked: list[Candidate]) -> list[Candidate]:
-        intent = self.intent
+        """The ranked candidates plus their aggregate and attribute-modified variants."""
+        intent = self.ctx.intent
         out = list(ranked)
         sets = [c for c in ranked if c.form == "select" and not c.order and not c.group_count]
         if intent.answer == "count":
@@ -815,22 +610,22 @@ class _Run:
 
     def aggregates(self, bases: Sequence[Candidate]) -> list[Candidate]:
         """AVG/SUM/MIN/MAX of the attribute a remaining word names, over the answers of a base query."""
-        agg = self.intent.aggregate
+        agg = self.ctx.intent.aggregate
         assert agg is not None
         out: list[Candidate] = []
         for base in bases:
-            if self.remaining() < 0.25 * self.strategy.budget_s:
+            if self.ctx.remaining() < 0.25 * self.ctx.budget_s:
                 break
-            wanted = [t for i, t in enumerate(self.tokens) if i not in base.positions]
+            wanted = [t for i, t in enumerate(self.ctx.tokens) if i not in base.positions]
             for preds, label in self.attributes(base, "?a", wanted):
-                names = tuple(n for p in preds for n in self.names(p))
-                m = relation_match(names, self.tokens, base.positions, abbreviations=True)
+                names = tuple(n for p in preds for n in self.ctx.names(p))
+                m = relation_match(names, self.ctx.tokens, base.positions, abbreviations=True)
                 if m.score < 0.5:
                     continue
                 mod = Part(
                     "modifier",
                     f"{agg} {label}",
-                    self.intent.aggregate_positions | m.positions,
+                    self.ctx.intent.aggregate_positions | m.positions,
                     m.score - 0.05 * (len(preds) - 1),
                 )
                 out.append(
@@ -848,6 +643,7 @@ class _Run:
         return out
 
     def rescored(self, c: Candidate) -> Candidate:
+        """The candidate with its prior computed again."""
         c.prior = self.prior(c)
         return c
 
@@ -861,17 +657,17 @@ class _Run:
         if key not in self._attrs:
             dates = f"<{XSD}date>, <{XSD}dateTime>, <{XSD}gYear>"
             direct: list[tuple[tuple[str, ...], str]] = [
-                ((r["p"].value,), self.label(r["p"].value))
-                for r in self.rows(
+                ((r["p"].value,), self.ctx.label(r["p"].value))
+                for r in self.ctx.rows(
                     f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {where} . {var} ?p ?val . "
                     f"FILTER(isNumeric(?val) || datatype(?val) IN ({dates})) }} GROUP BY ?p LIMIT 100"
                 )
-                if "p" in r and self.usable_predicate(r["p"].value)
+                if "p" in r and self.ctx.usable_predicate(r["p"].value)
             ]
             self._attrs[key] = direct
         found = list(self._attrs[key])
         named = any(
-            relation_match(self.names(preds[0]), wanted, abbreviations=True).score >= 0.8
+            relation_match(self.ctx.names(preds[0]), wanted, abbreviations=True).score >= 0.8
             for preds, _ in found
         )
         if named:
@@ -879,13 +675,13 @@ class _Run:
         deep_key = (where, var + "/deep")
         if deep_key not in self._attrs:
             deep: list[tuple[tuple[str, ...], str]] = []
-            for r in self.rows(
+            for r in self.ctx.rows(
                 f"SELECT ?p ?q (COUNT(*) AS ?n) WHERE {{ {where} . {var} ?p ?node . ?node ?q ?val . "
                 f"FILTER(!isLiteral(?node)) FILTER(isNumeric(?val)) }} GROUP BY ?p ?q LIMIT 100"
             ):
-                if "p" in r and "q" in r and self.usable_predicate(r["p"].value, hop=2):
+                if "p" in r and "q" in r and self.ctx.usable_predicate(r["p"].value, hop=2):
                     p, q = r["p"].value, r["q"].value
-                    deep.append(((p, q), f"{self.label(p)} / {self.label(q)}"))
+                    deep.append(((p, q), f"{self.ctx.label(p)} / {self.ctx.label(q)}"))
             self._attrs[deep_key] = deep
         return found + self._attrs[deep_key]
 
@@ -907,17 +703,17 @@ class _Run:
         out: list[Candidate] = []
         hint_tokens = [WordToken(h, -1, -1) for h in sup.hints] if sup else []
         for base in bases:
-            if self.remaining() < 0.25 * self.strategy.budget_s:
+            if self.ctx.remaining() < 0.25 * self.ctx.budget_s:
                 break
             variables = ["?a"] + (["?x"] if any("?x" in p for p in base.patterns) else [])
             for var in variables if sup else ["?a"]:
-                wanted = [t for i, t in enumerate(self.tokens) if i not in base.positions]
+                wanted = [t for i, t in enumerate(self.ctx.tokens) if i not in base.positions]
                 attrs = self.attributes(base, var, [*wanted, *hint_tokens])
                 if sup:
                     for preds, label in attrs:
-                        names = tuple(n for p in preds for n in self.names(p))
+                        names = tuple(n for p in preds for n in self.ctx.names(p))
                         hint = relation_match(names, hint_tokens, abbreviations=True)
-                        own = relation_match(names, self.tokens, base.positions, abbreviations=True)
+                        own = relation_match(names, self.ctx.tokens, base.positions, abbreviations=True)
                         score = max(hint.score, own.score, 0.15) - (0.05 * (len(preds) - 1))
                         mod = Part(
                             "modifier",
@@ -958,11 +754,11 @@ class _Run:
         for comp in comparisons:
             near_tokens = [
                 t if i in comp.hint_positions else WordToken("", -1, -1)
-                for i, t in enumerate(self.tokens)
+                for i, t in enumerate(self.ctx.tokens)
             ]
             best: tuple[float, tuple[str, ...], str, frozenset[int]] | None = None
             for preds, label in attrs:
-                names = tuple(n for p in preds for n in self.names(p))
+                names = tuple(n for p in preds for n in self.ctx.names(p))
                 m = relation_match(names, near_tokens, base.positions, abbreviations=True)
                 score = m.score - 0.05 * (len(preds) - 1)
                 if m.score >= 0.5 and (best is None or score > best[0]):
@@ -1001,26 +797,26 @@ class _Run:
         answers or from the query's anchor to another anchor ("which supplier *in France* delivers
         Compensators", "the email of Sabrina *from Marketing*")."""
         out: list[Candidate] = []
-        named = [r for r in self.linking.relations if r.lexical >= 0.5]
+        named = [r for r in self.ctx.linking.relations if r.lexical >= 0.5]
         hop_bases = [
-            c for c in ranked if any(r.positions & (self.content - c.positions) for r in named)
+            c for c in ranked if any(r.positions & (self.ctx.content - c.positions) for r in named)
         ]
         for base in hop_bases[:8]:
-            if self.remaining() < 0.3 * self.strategy.budget_s:
+            if self.ctx.remaining() < 0.3 * self.ctx.budget_s:
                 break
-            uncovered = self.content - base.positions
+            uncovered = self.ctx.content - base.positions
             renamed = tuple(re.sub(r"\?a\b", "?y", p) for p in base.patterns)
             inner = " . ".join(renamed)
             for direction in ("out", "in"):
                 pat = "?y ?p ?a" if direction == "out" else "?a ?p ?y"
-                for r in self.rows(
+                for r in self.ctx.rows(
                     f"SELECT ?p (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {inner} . {pat} . "
                     f"FILTER(!isLiteral(?y) && ?a != ?y) }} GROUP BY ?p LIMIT 100"
                 ):
-                    if "p" not in r or not self.usable_predicate(r["p"].value):
+                    if "p" not in r or not self.ctx.usable_predicate(r["p"].value):
                         continue
                     rel = self.named(Rel(r["p"].value, direction, "", ()))
-                    rp = self.rel_part(rel, self.content - uncovered, 0.0)
+                    rp = self.rel_part(rel, self.ctx.content - uncovered, 0.0)
                     if not rp.positions & uncovered:
                         continue
                     out.append(
@@ -1035,11 +831,11 @@ class _Run:
             bases = [
                 c
                 for c in ranked
-                if anchor.positions & (self.content - c.positions)
+                if anchor.positions & (self.ctx.content - c.positions)
                 and not anchor.positions & c.positions
             ]
             for base in bases[:4]:
-                if self.remaining() < 0.3 * self.strategy.budget_s:
+                if self.ctx.remaining() < 0.3 * self.ctx.budget_s:
                     break
                 out += self.constrained(base, anchor)
         for c in out:
@@ -1062,13 +858,13 @@ class _Run:
                     f"{anchor.term} ?p {node}" if direction == "out" else f"{node} ?p {anchor.term}"
                 )
                 guard = " FILTER(!isLiteral(?a))" if node == "?a" else ""
-                for r in self.rows(
+                for r in self.ctx.rows(
                     f"SELECT DISTINCT ?p WHERE {{ {where} . {pat} .{guard} }} LIMIT 20"
                 ):
                     hop = 2 if node == "?x" else 1
-                    if "p" not in r or not self.usable_predicate(r["p"].value, hop=hop):
+                    if "p" not in r or not self.ctx.usable_predicate(r["p"].value, hop=hop):
                         continue
-                    if r["p"].value == self.type_pred and (node != "?a" or direction == "out"):
+                    if r["p"].value == self.ctx.type_pred and (node != "?a" or direction == "out"):
                         continue  # sharing a type with an anchor says nothing
                     rel = self.named(Rel(r["p"].value, direction, "", ()))
                     rp = self.rel_part(rel, base.positions | anchor.positions, UNNAMED_JOIN)
@@ -1082,346 +878,9 @@ class _Run:
                     )
         return out
 
-    # -- scoring -----------------------------------------------------------------------------
-    def coverage(self, c: Candidate) -> float:
-        if not self.content:
-            return 1.0
-        return len(self.content & c.positions) / len(self.content)
-
-    def prior(self, c: Candidate) -> float:
-        scores = [min(1.0, p.score) for p in c.parts]
-        link_quality = sum(scores) / len(scores) if scores else 0.0
-        weakest = min(scores) if scores else 0.0
-        overlap = self._overlap(c)
-        triples = len(c.patterns) - sum(1 for p in c.parts if p.kind == "class")
-        prior = (
-            0.6 * self.coverage(c)
-            + 0.2 * link_quality
-            + 0.2 * weakest
-            - 0.04 * max(0, triples - 1)
-            - 0.1 * overlap
-        )
-        intent = self.intent.answer
-        if intent == "count" and c.form != "count" and not c.show_count:
-            prior -= 0.08
-        if intent == "boolean" and c.form != "ask":
-            prior -= 0.15
-        if intent not in ("count", "boolean") and c.form not in ("select", "aggregate"):
-            prior -= 0.3
-        if self.intent.aggregate and c.form != "aggregate":
-            prior -= 0.1
-        elif c.form == "aggregate" and not self.intent.aggregate:
-            prior -= 0.3
-        if self.intent.superlative and not (c.order or c.group_count):
-            prior -= 0.05
-        return round(prior, 4)
-
-    @staticmethod
-    def _overlap(c: Candidate) -> int:
-        """Parts explaining the same words twice (two links for one mention) are suspicious."""
-        seen: set[int] = set()
-        clashes = 0
-        for p in c.parts:
-            if p.kind in ("entity", "literal", "class") and p.positions & seen:
-                clashes += 1
-            if p.kind in ("entity", "literal", "class"):
-                seen |= p.positions
-        return clashes
-
-    def fit(self, c: Candidate, table: ResultTable) -> float:
-        """How well the result's values fit the expected answer type (0–1)."""
-        intent = self.intent.answer
-        if c.form == "ask":
-            return 1.0 if intent == "boolean" else 0.0
-        if c.form == "count" or c.show_count:
-            return 1.0 if intent == "count" else 0.1
-        if c.form == "aggregate":
-            return 1.0 if self.intent.aggregate else 0.1
-        values = table.column("a")
-        if not values:
-            return 0.0
-        iris = [v for v in values if v.kind == "uri"]
-        literals = [v for v in values if v.kind == "literal"]
-        if intent == "count":
-            numeric = len(values) == 1 and literals and _is_number(literals[0])
-            return 0.8 if numeric else 0.0
-        if intent == "boolean":
-            return 0.2
-        if intent == "date":
-            dates = [
-                v
-                for v in literals
-                if v.datatype in DATE_TYPES or re.match(r"^\d{4}(-\d\d)?", v.value)
-            ]
-            return len(dates) / len(values)
-        if intent == "number":
-            return sum(1 for v in literals if _is_number(v)) / len(values)
-        if intent == "person":
-            return 0.7 if iris else 0.1
-        if intent == "place":
-            return 0.8 if iris else 0.2
-        return 0.8 if iris or literals else 0.3
-
-    def type_words(self, iris: Sequence[Term]) -> dict[str, set[str]]:
-        """The words of the type labels of some answers (one query, cached)."""
-        wanted = [t.value for t in iris if t.value not in self._types]
-        if wanted:
-            values = " ".join(f"<{i}>" for i in wanted)
-            rows = self.rows(
-                f"SELECT DISTINCT ?a ?t WHERE {{ VALUES ?a {{ {values} }} ?a <{self.type_pred}> ?t }} LIMIT 500"
-            )
-            types: dict[str, set[str]] = {i: set() for i in wanted}
-            for r in rows:
-                if "a" in r and "t" in r:
-                    types.setdefault(r["a"].value, set()).add(r["t"].value)
-            labels = self.kg.names.labels_of({t for ts in types.values() for t in ts})
-            for iri, ts in types.items():
-                self._types[iri] = {
-                    w.lower()
-                    for t in ts
-                    for w in re.findall(r"[A-Za-z]+", labels.get(t) or humanise(local_name(t)))
-                }
-        return {t.value: self._types.get(t.value, set()) for t in iris}
-
-    def type_fit(self, c: Candidate) -> float:
-        """How well the answers' types fit who-questions and the noun the question asks for."""
-        assert c.result is not None
-        if c.form != "select":
-            return c.fit
-        values = c.result.column("a")
-        iris = [v for v in values if v.kind == "uri"][:20]
-        focus = [self.tokens[i].text for i in self.intent.focus]
-        if self.intent.answer == "person":
-            if not iris:
-                return c.fit
-            types = self.type_words(iris)
-            known = [ws for ws in types.values() if ws]
-            if not known:
-                return c.fit
-            share = sum(1 for ws in known if ws & PERSON_WORDS) / len(known)
-            return 0.6 + 0.4 * share
-        if focus:
-            if not iris:
-                return 0.3  # "which elements …" answered with plain values
-            types = self.type_words(iris)
-            known = [ws for ws in types.values() if ws]
-            if not known:
-                return c.fit
-            person_focus = any(f.lower() in PERSON_WORDS for f in focus)
-            share = sum(
-                1
-                for ws in known
-                if any(word_similarity(f, w) >= 0.85 for f in focus for w in ws)
-                or (person_focus and ws & PERSON_WORDS)
-            ) / len(known)
-            return 0.6 + 0.4 * share
-        return c.fit
-
-    def execute(self, cands: list[Candidate]) -> Candidate | None:
-        tried = 0
-        for c in cands:
-            if tried >= self.strategy.max_execute or self.remaining() <= 0.05:
-                break
-            if self.executed and c.prior < self.executed_best_prior() - 0.35:
-                break
-            tried += 1
-            res = self.query(c.sparql())
-            if res is None or not res.ok or res.table is None:
-                continue
-            table = res.table
-            if c.form != "ask" and (
-                table.is_empty or (not table.column("a") and c.form == "select")
-            ):
-                continue
-            if (
-                c.form == "count"
-                and table.rows
-                and table.rows[0].get("count", Term.literal("0")).value == "0"
-            ):
-                continue
-            if c.form == "aggregate" and not (table.rows and "value" in table.rows[0]):
-                continue
-            c.result = table
-            c.rows = len(table.rows)
-            c.fit = self.fit(c, table)
-            size_penalty = 0.0
-            if c.form == "select" and not self.intent.plural and c.rows > 1:
-                size_penalty = min(0.12, 0.04 * math.log10(c.rows))
-            if c.form == "ask" and table.boolean is False:
-                size_penalty += 0.1  # a false ASK only says this shape found nothing
-            c.score = round(c.prior + 0.25 * c.fit - size_penalty, 4)
-            c.penalty = size_penalty
-            self.executed.append(c)
-        self.executed.sort(key=lambda c: -c.score)
-        # second look, at the leaders only: do the answers' types fit what was asked?
-        for c in self.executed[:10]:
-            if self.remaining() <= 0.05:
-                break
-            c.fit = self.type_fit(c)
-            c.score = round(c.prior + 0.25 * c.fit - c.penalty, 4)
-        self.executed.sort(key=lambda c: -c.score)
-        if not self.executed:
-            return None
-        return self.executed[0]
-
-    def executed_best_prior(self) -> float:
-        return max(c.prior for c in self.executed)
-
-    # -- answer ------------------------------------------------------------------------------
-    def finish(self, best: Candidate | None) -> Answer:
-        runners = self.executed[1:6]
-        if runners:
-            self.trace.emit(
-                "info",
-                text="runners-up: "
-                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} rows)" for c in runners[:3]),
-                candidates=[
-                    {
-                        "score": c.score,
-                        "rows": c.rows,
-                        "shape": c.describe(),
-                        "sparql": self.display(c),
-                    }
-                    for c in runners
-                ],
-            )
-        confidence = self.confidence(best)
-        if best is None or best.result is None or confidence < self.strategy.threshold:
-            text = "I could not find an answer in this knowledge graph."
-            if best is not None:
-                text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
-            self.trace.emit("answer", text=text, status="not_found", confidence=confidence)
-            return Answer(
-                self.question,
-                self.strategy.name,
-                self.display(best) if best else None,
-                None,
-                text,
-                self.trace,
-                status="not_found",
-                confidence=confidence,
-            )
-        self.trace.emit("thought", text=f"Best query ({best.describe()}), score {best.score:.2f}.")
-        text = self.sentence(best)
-        self.trace.emit("answer", text=text, status="answered", confidence=confidence)
-        return Answer(
-            self.question,
-            self.strategy.name,
-            self.display(best),
-            best.result,
-            text,
-            self.trace,
-            status="answered",
-            confidence=confidence,
-            extra={
-                "shape": best.shape,
-                "score": best.score,
-                "coverage": round(self.coverage(best), 4),
-                "fit": best.fit,
-                "margin": round(self.margin(best), 4),
-                "linking_seconds": round(self.linking.seconds, 4),
-            },
-        )
-
-    def margin(self, best: Candidate) -> float:
-        """How far the best query is ahead of the best one that gives a different answer."""
-        others = [
-            c
-            for c in self.executed
-            if c is not best and c.result is not None and not _same_answer(c.result, best.result)
-        ]
-        return best.score - others[0].score if others else 0.25
-
-    def confidence(self, best: Candidate | None) -> float:
-        """The best score mapped to [0, 1], a little higher when no rival answer comes close."""
-        if best is None:
-            return 0.0
-        raw = (best.score - CONFIDENCE_FLOOR) / (CONFIDENCE_CEILING - CONFIDENCE_FLOOR)
-        return round(max(0.0, min(1.0, raw + 0.5 * min(0.2, self.margin(best)))), 4)
-
-    def display(self, c: Candidate) -> str:
-        """The query with the KG's prefixes applied."""
-        text = c.sparql()
-        prefixes = self.kg.prefixes
-
-        def compact(m: re.Match[str]) -> str:
-            short = prefixes.compact(m.group(1))
-            return short if not short.startswith("<") else m.group(0)
-
-        body = re.sub(r"<([^<>\s]+)>", compact, text)
-        return prefixes.sparql_header(body) + body
-
-    def sentence(self, c: Candidate) -> str:
-        table = c.result
-        assert table is not None
-        if c.form == "ask":
-            return "Yes." if table.boolean else "No."
-        if c.form == "count":
-            n = table.rows[0].get("count") if table.rows else None
-            return f"There are {n.value if n else 0}."
-        if c.form == "aggregate":
-            value = table.rows[0]["value"].value
-            what = {"AVG": "average", "SUM": "total", "MIN": "minimum", "MAX": "maximum"}
-            return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
-        values = table.column("a")
-        labels = self.kg.names.labels_of(v.value for v in values if v.kind == "uri")
-        shown = [_show(v, labels) for v in values[:10]]
-        more = len(values) - len(shown)
-        listed = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
-        if more > 0:
-            listed = ", ".join(shown) + f" and {more} more"
-        if len(values) == 1:
-            return f"The answer is {listed}."
-        return (
-            f"The answers are {listed} ({len(values)} in total)."
-            if more > 0
-            else f"The answers are {listed}."
-        )
-
-
-def _show(term: Term, labels: dict[str, str]) -> str:
-    if term.kind == "uri":
-        return labels.get(term.value) or humanise(local_name(term.value)) or term.value
-    return clip(term.value, 80)
-
-
-def _round(value: str) -> str:
-    """A computed number shown with at most four decimals."""
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    return str(int(number)) if number.is_integer() else f"{number:.4f}".rstrip("0")
-
 
 def _int(term: Term | None) -> int:
     try:
         return int(term.value) if term is not None else 0
     except ValueError:
         return 0
-
-
-def _is_number(term: Term) -> bool:
-    return bool(NUMBER.match(term.value.strip())) or (
-        (term.datatype or "").startswith(XSD)
-        and term.datatype
-        in (
-            XSD + "integer",
-            XSD + "decimal",
-            XSD + "double",
-            XSD + "float",
-            XSD + "int",
-            XSD + "long",
-        )
-    )
-
-
-def _same_answer(a: ResultTable | None, b: ResultTable | None) -> bool:
-    if a is None or b is None:
-        return False
-    if a.is_boolean or b.is_boolean:
-        return a.boolean == b.boolean
-    return {t for t in a.values()} == {t for t in b.values()}
-
-
-__all__ = ["Candidate", "LexicalStrategy", "create"]

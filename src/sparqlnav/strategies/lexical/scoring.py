@@ -1,0 +1,204 @@
+"""How well a candidate query explains the question before it runs (coverage, link quality, shape) and
+how well its answer fits what was asked after (who → a person, when → a date, how many → a number)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sparqlnav.graph.results import XSD, ResultTable, Term
+from sparqlnav.graph.vocab import humanise, local_name
+from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
+from sparqlnav.question.linking import word_similarity
+from sparqlnav.strategies.lexical.candidates import Candidate
+from sparqlnav.strategies.lexical.context import Context
+
+# Scores (coverage, link quality, answer fit) run from about 0.2 for a stray guess to about 1.25 for a
+# query that explains every word with sure links and fits the asked-for answer type.
+CONFIDENCE_FLOOR = 0.2
+CONFIDENCE_CEILING = 1.25
+
+
+@dataclass
+class Scorer:
+    """Scores the candidates of one run."""
+
+    ctx: Context
+    _types: dict[str, set[str]] = field(default_factory=dict)
+
+    # -- scoring -----------------------------------------------------------------------------
+    def coverage(self, c: Candidate) -> float:
+        """The part of the question's content words the candidate explains."""
+        if not self.ctx.content:
+            return 1.0
+        return len(self.ctx.content & c.positions) / len(self.ctx.content)
+
+    def prior(self, c: Candidate) -> float:
+        """How promising a candidate is before it runs: coverage, link quality, shape against intent."""
+        scores = [min(1.0, p.score) for p in c.parts]
+        link_quality = sum(scores) / len(scores) if scores else 0.0
+        weakest = min(scores) if scores else 0.0
+        overlap = self._overlap(c)
+        triples = len(c.patterns) - sum(1 for p in c.parts if p.kind == "class")
+        prior = (
+            0.6 * self.coverage(c)
+            + 0.2 * link_quality
+            + 0.2 * weakest
+            - 0.04 * max(0, triples - 1)
+            - 0.1 * overlap
+        )
+        intent = self.ctx.intent.answer
+        if intent == "count" and c.form != "count" and not c.show_count:
+            prior -= 0.08
+        if intent == "boolean" and c.form != "ask":
+            prior -= 0.15
+        if intent not in ("count", "boolean") and c.form not in ("select", "aggregate"):
+            prior -= 0.3
+        if self.ctx.intent.aggregate and c.form != "aggregate":
+            prior -= 0.1
+        elif c.form == "aggregate" and not self.ctx.intent.aggregate:
+            prior -= 0.3
+        if self.ctx.intent.superlative and not (c.order or c.group_count):
+            prior -= 0.05
+        return round(prior, 4)
+
+    @staticmethod
+    def _overlap(c: Candidate) -> int:
+        """Parts explaining the same words twice (two links for one mention) are suspicious."""
+        seen: set[int] = set()
+        clashes = 0
+        for p in c.parts:
+            if p.kind in ("entity", "literal", "class") and p.positions & seen:
+                clashes += 1
+            if p.kind in ("entity", "literal", "class"):
+                seen |= p.positions
+        return clashes
+
+    def fit(self, c: Candidate, table: ResultTable) -> float:
+        """How well the result's values fit the expected answer type (0–1)."""
+        intent = self.ctx.intent.answer
+        if c.form == "ask":
+            return 1.0 if intent == "boolean" else 0.0
+        if c.form == "count" or c.show_count:
+            return 1.0 if intent == "count" else 0.1
+        if c.form == "aggregate":
+            return 1.0 if self.ctx.intent.aggregate else 0.1
+        values = table.column("a")
+        if not values:
+            return 0.0
+        iris = [v for v in values if v.kind == "uri"]
+        literals = [v for v in values if v.kind == "literal"]
+        if intent == "count":
+            numeric = len(values) == 1 and literals and _is_number(literals[0])
+            return 0.8 if numeric else 0.0
+        if intent == "boolean":
+            return 0.2
+        if intent == "date":
+            dates = [
+                v
+                for v in literals
+                if v.datatype in DATE_TYPES or re.match(r"^\d{4}(-\d\d)?", v.value)
+            ]
+            return len(dates) / len(values)
+        if intent == "number":
+            return sum(1 for v in literals if _is_number(v)) / len(values)
+        if intent == "person":
+            return 0.7 if iris else 0.1
+        if intent == "place":
+            return 0.8 if iris else 0.2
+        return 0.8 if iris or literals else 0.3
+
+    def type_words(self, iris: Sequence[Term]) -> dict[str, set[str]]:
+        """The words of the type labels of some answers (one query, cached)."""
+        wanted = [t.value for t in iris if t.value not in self._types]
+        if wanted:
+            values = " ".join(f"<{i}>" for i in wanted)
+            rows = self.ctx.rows(
+                f"SELECT DISTINCT ?a ?t WHERE {{ VALUES ?a {{ {values} }} ?a <{self.ctx.type_pred}> ?t }} LIMIT 500"
+            )
+            types: dict[str, set[str]] = {i: set() for i in wanted}
+            for r in rows:
+                if "a" in r and "t" in r:
+                    types.setdefault(r["a"].value, set()).add(r["t"].value)
+            labels = self.ctx.kg.names.labels_of({t for ts in types.values() for t in ts})
+            for iri, ts in types.items():
+                self._types[iri] = {
+                    w.lower()
+                    for t in ts
+                    for w in re.findall(r"[A-Za-z]+", labels.get(t) or humanise(local_name(t)))
+                }
+        return {t.value: self._types.get(t.value, set()) for t in iris}
+
+    def type_fit(self, c: Candidate) -> float:
+        """How well the answers' types fit who-questions and the noun the question asks for."""
+        assert c.result is not None
+        if c.form != "select":
+            return c.fit
+        values = c.result.column("a")
+        iris = [v for v in values if v.kind == "uri"][:20]
+        focus = [self.ctx.tokens[i].text for i in self.ctx.intent.focus]
+        if self.ctx.intent.answer == "person":
+            if not iris:
+                return c.fit
+            types = self.type_words(iris)
+            known = [ws for ws in types.values() if ws]
+            if not known:
+                return c.fit
+            share = sum(1 for ws in known if ws & PERSON_WORDS) / len(known)
+            return 0.6 + 0.4 * share
+        if focus:
+            if not iris:
+                return 0.3  # "which elements …" answered with plain values
+            types = self.type_words(iris)
+            known = [ws for ws in types.values() if ws]
+            if not known:
+                return c.fit
+            person_focus = any(f.lower() in PERSON_WORDS for f in focus)
+            share = sum(
+                1
+                for ws in known
+                if any(word_similarity(f, w) >= 0.85 for f in focus for w in ws)
+                or (person_focus and ws & PERSON_WORDS)
+            ) / len(known)
+            return 0.6 + 0.4 * share
+        return c.fit
+
+    def margin(self, best: Candidate, executed: Sequence[Candidate]) -> float:
+        """How far the best query is ahead of the best one that gives a different answer."""
+        others = [
+            c
+            for c in executed
+            if c is not best and c.result is not None and not _same_answer(c.result, best.result)
+        ]
+        return best.score - others[0].score if others else 0.25
+
+    def confidence(self, best: Candidate | None, executed: Sequence[Candidate]) -> float:
+        """The best score mapped to [0, 1], a little higher when no rival answer comes close."""
+        if best is None:
+            return 0.0
+        raw = (best.score - CONFIDENCE_FLOOR) / (CONFIDENCE_CEILING - CONFIDENCE_FLOOR)
+        return round(max(0.0, min(1.0, raw + 0.5 * min(0.2, self.margin(best, executed)))), 4)
+
+
+def _is_number(term: Term) -> bool:
+    return bool(NUMBER.match(term.value.strip())) or (
+        (term.datatype or "").startswith(XSD)
+        and term.datatype
+        in (
+            XSD + "integer",
+            XSD + "decimal",
+            XSD + "double",
+            XSD + "float",
+            XSD + "int",
+            XSD + "long",
+        )
+    )
+
+
+def _same_answer(a: ResultTable | None, b: ResultTable | None) -> bool:
+    if a is None or b is None:
+        return False
+    if a.is_boolean or b.is_boolean:
+        return a.boolean == b.boolean
+    return {t for t in a.values()} == {t for t in b.values()}

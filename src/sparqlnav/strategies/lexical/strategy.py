@@ -1,0 +1,304 @@
+"""The lexical strategy itself: link the question, build candidate queries, run the most promising
+within the time budget, rank them, and answer (or say "not found" below the confidence threshold)."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sparqlnav.answer import Answer
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import Term, clip, shown_labels
+from sparqlnav.graph.vocab import humanise, local_name
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.linking import WordToken, content_positions, link
+from sparqlnav.sparql.prefixes import declare_prefixes
+from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
+from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
+from sparqlnav.strategies.lexical.scoring import Scorer
+from sparqlnav.tools.toolkit import Toolkit
+from sparqlnav.trace import Trace
+
+DEFAULT_BUDGET_S = 5.0
+DEFAULT_THRESHOLD = 0.4
+MAX_EXECUTE = 60
+QUERY_TIMEOUT_S = 2.0
+
+
+@dataclass
+class LexicalStrategy:
+    """Link, enumerate bounded-shape queries, run the most promising within a budget, rank, answer."""
+
+    budget_s: float = DEFAULT_BUDGET_S
+    threshold: float = DEFAULT_THRESHOLD
+    query_timeout_s: float = QUERY_TIMEOUT_S
+    max_execute: int = MAX_EXECUTE
+    name: str = "lexical"
+
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+        """Answer one question."""
+        return _Run(self, question, kg, trace).answer()
+
+
+def create(llm: object = None, **options: Any) -> LexicalStrategy:
+    """Build the strategy; it never uses an LLM (`llm` is accepted for the common factory signature)."""
+    allowed = {"budget_s", "threshold", "query_timeout_s", "max_execute"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise TypeError(f"unknown lexical options: {', '.join(sorted(unknown))}")
+    return LexicalStrategy(**{k: v for k, v in options.items() if k in allowed})
+
+
+@dataclass
+class _Run:
+    strategy: LexicalStrategy
+    question: str
+    kg_in: KnowledgeGraph
+    trace: Trace
+    started: float = field(default_factory=time.monotonic)
+    executed: list[Candidate] = field(default_factory=list)
+    ctx: Context = field(init=False)
+    scorer: Scorer = field(init=False)
+    gen: Candidates = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.toolkit = Toolkit(self.kg_in, self.trace)
+        self.deadline = self.started + self.strategy.budget_s
+        # every query, linking's included, runs through the toolkit (traced) and within the budget
+        self.kg = replace(
+            self.toolkit.kg,
+            endpoint=BudgetedEndpoint(
+                self.toolkit.kg.endpoint, self.deadline, self.strategy.query_timeout_s
+            ),
+        )
+
+    # -- main --------------------------------------------------------------------------------
+    def answer(self) -> Answer:
+        """Link, build candidates, run and rank them, answer."""
+        self.trace.emit("thought", text="Linking the question's words to the graph (no LLM).")
+        linking = link(self.kg, self.question)
+        content = set(content_positions(linking.tokens)) - _ignorable(linking.tokens)
+        intent = analyse(linking.tokens)
+        self.ctx = Context(
+            self.kg, self.trace, self.deadline, self.strategy.budget_s, linking, intent, content
+        )
+        self.scorer = Scorer(self.ctx)
+        self.gen = Candidates(self.ctx, self.scorer.prior)
+        self.trace.emit(
+            "info",
+            text=f"intent: {self.ctx.intent.answer}"
+            + (
+                f", superlative {self.ctx.intent.superlative.direction}"
+                if self.ctx.intent.superlative
+                else ""
+            )
+            + (
+                f", {len(self.ctx.intent.comparisons)} numeric condition(s)"
+                if self.ctx.intent.comparisons
+                else ""
+            )
+            + (f", {self.ctx.intent.aggregate} of a value" if self.ctx.intent.aggregate else "")
+            + f"; linked in {linking.seconds:.2f} s",
+            linking=linking.to_json(),
+        )
+        anchors = self.gen.anchors(linking.entities)
+        classes = [e for e in linking.entities if e.kind == "class"][:MAX_CLASSES]
+        self.trace.emit(
+            "info",
+            text="anchors: "
+            + (", ".join(f"{a.label} ({a.score:.2f})" for a in anchors) or "none")
+            + "; classes: "
+            + (", ".join(f"{c.label} ({c.score:.2f})" for c in classes) or "none"),
+        )
+        cands = self.gen.enumerate(anchors, classes)
+        best = self.execute(cands)
+        return self.finish(best)
+
+    def execute(self, cands: list[Candidate]) -> Candidate | None:
+        """Run the most promising candidates within the budget; the best, scored, or None."""
+        tried = 0
+        for c in cands:
+            if tried >= self.strategy.max_execute or self.ctx.remaining() <= 0.05:
+                break
+            if self.executed and c.prior < self.executed_best_prior() - 0.35:
+                break
+            tried += 1
+            res = self.ctx.query(c.sparql())
+            if res is None or not res.ok or res.table is None:
+                continue
+            table = res.table
+            if c.form != "ask" and (
+                table.is_empty or (not table.column("a") and c.form == "select")
+            ):
+                continue
+            if (
+                c.form == "count"
+                and table.rows
+                and table.rows[0].get("count", Term.literal("0")).value == "0"
+            ):
+                continue
+            if c.form == "aggregate" and not (table.rows and "value" in table.rows[0]):
+                continue
+            c.result = table
+            c.rows = len(table.rows)
+            c.fit = self.scorer.fit(c, table)
+            size_penalty = 0.0
+            if c.form == "select" and not self.ctx.intent.plural and c.rows > 1:
+                size_penalty = min(0.12, 0.04 * math.log10(c.rows))
+            if c.form == "ask" and table.boolean is False:
+                size_penalty += 0.1  # a false ASK only says this shape found nothing
+            c.score = round(c.prior + 0.25 * c.fit - size_penalty, 4)
+            c.penalty = size_penalty
+            self.executed.append(c)
+        self.executed.sort(key=lambda c: -c.score)
+        # second look, at the leaders only: do the answers' types fit what was asked?
+        for c in self.executed[:10]:
+            if self.ctx.remaining() <= 0.05:
+                break
+            c.fit = self.scorer.type_fit(c)
+            c.score = round(c.prior + 0.25 * c.fit - c.penalty, 4)
+        self.executed.sort(key=lambda c: -c.score)
+        if not self.executed:
+            return None
+        return self.executed[0]
+
+    def executed_best_prior(self) -> float:
+        """The best prior among the candidates that ran."""
+        return max(c.prior for c in self.executed)
+
+    # -- answer ------------------------------------------------------------------------------
+    def finish(self, best: Candidate | None) -> Answer:
+        """The Answer for the best candidate, or "not found" below the threshold."""
+        runners = self.executed[1:6]
+        if runners:
+            self.trace.emit(
+                "info",
+                text="runners-up: "
+                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} rows)" for c in runners[:3]),
+                candidates=[
+                    {
+                        "score": c.score,
+                        "rows": c.rows,
+                        "shape": c.describe(),
+                        "sparql": self.display(c),
+                    }
+                    for c in runners
+                ],
+            )
+        confidence = self.scorer.confidence(best, self.executed)
+        if best is None or best.result is None or confidence < self.strategy.threshold:
+            text = "I could not find an answer in this knowledge graph."
+            if best is not None:
+                text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
+            self.trace.emit("answer", text=text, status="not_found", confidence=confidence)
+            return Answer(
+                self.question,
+                self.strategy.name,
+                self.display(best) if best else None,
+                None,
+                text,
+                self.trace,
+                status="not_found",
+                confidence=confidence,
+            )
+        self.trace.emit("thought", text=f"Best query ({best.describe()}), score {best.score:.2f}.")
+        text = self.sentence(best)
+        self.trace.emit("answer", text=text, status="answered", confidence=confidence)
+        return Answer(
+            self.question,
+            self.strategy.name,
+            self.display(best),
+            best.result,
+            text,
+            self.trace,
+            status="answered",
+            confidence=confidence,
+            extra={
+                "shape": best.shape,
+                "score": best.score,
+                "coverage": round(self.scorer.coverage(best), 4),
+                "fit": best.fit,
+                "margin": round(self.scorer.margin(best, self.executed), 4),
+                "linking_seconds": round(self.ctx.linking.seconds, 4),
+            },
+        )
+
+    def display(self, c: Candidate) -> str:
+        """The query with the KG's prefixes applied."""
+        text = c.sparql()
+        prefixes = self.ctx.kg.prefixes
+
+        def compact(m: re.Match[str]) -> str:
+            short = prefixes.compact(m.group(1))
+            return short if not short.startswith("<") else m.group(0)
+
+        body = re.sub(r"<([^<>\s]+)>", compact, text)
+        return declare_prefixes(body, prefixes.mapping).query
+
+    def sentence(self, c: Candidate) -> str:
+        """The answer in words, from the result and its labels."""
+        table = c.result
+        assert table is not None
+        if c.form == "ask":
+            return "Yes." if table.boolean else "No."
+        if c.form == "count":
+            n = table.rows[0].get("count") if table.rows else None
+            return f"There are {n.value if n else 0}."
+        if c.form == "aggregate":
+            value = table.rows[0]["value"].value
+            what = {"AVG": "average", "SUM": "total", "MIN": "minimum", "MAX": "maximum"}
+            return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
+        values = table.column("a")
+        labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0)  # every row binds ?a
+        shown = [_show(v, labels) for v in values[:10]]
+        more = len(values) - len(shown)
+        listed = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
+        if more > 0:
+            listed = ", ".join(shown) + f" and {more} more"
+        if len(values) == 1:
+            return f"The answer is {listed}."
+        return (
+            f"The answers are {listed} ({len(values)} in total)."
+            if more > 0
+            else f"The answers are {listed}."
+        )
+
+
+def _ignorable(tokens: Sequence[WordToken]) -> set[int]:
+    """Content words that say nothing about the data ("we", "offer", "available")."""
+    filler = {
+        "we",
+        "offer",
+        "available",
+        "exist",
+        "exists",
+        "existing",
+        "there",
+        "currently",
+        "our",
+        "kind",
+        "type",
+        "types",
+        "sort",
+        "get",
+    }
+    return {i for i, t in enumerate(tokens) if t.lower in filler}
+
+
+def _show(term: Term, labels: dict[str, str]) -> str:
+    if term.kind == "uri":
+        return labels.get(term.value) or humanise(local_name(term.value)) or term.value
+    return clip(term.value, 80)
+
+
+def _round(value: str) -> str:
+    """A computed number shown with at most four decimals."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return str(int(number)) if number.is_integer() else f"{number:.4f}".rstrip("0")
