@@ -192,7 +192,7 @@ def create_mcp_server(
         return _observed(toolkit(kg).search(query))
 
     def get_entity(id: str, kg: str | None = None) -> str:
-        return _observed(toolkit(kg).get_entity(id))
+        return _observed(toolkit(kg).get_entity_by_name(id))
 
     def get_property_examples(id: str, kg: str | None = None) -> str:
         return _observed(toolkit(kg).get_property_examples(id))
@@ -201,7 +201,7 @@ def create_mcp_server(
         return _observed(toolkit(kg).execute_sparql(query))
 
     add(search, "search", "Find entities, classes and properties whose label, alias or description matches a name (typos tolerated).")
-    add(get_entity, "get_entity", "Show an entity's outgoing edges (with statement qualifiers where the KG has them). `id`: IRI, prefixed name or Q/P id.")
+    add(get_entity, "get_entity", "Show an entity's outgoing edges (with statement qualifiers where the KG has them). `id`: IRI, prefixed name, Q/P id, or a name to look up.")
     add(get_property_examples, "get_property_examples", "Show a few real subject–object pairs that use a property. `id`: IRI, prefixed name or P id.")
     add(execute_sparql, "execute_sparql", "Run a read-only SPARQL query under a time limit; returns a compact table, or the engine's error message.")
 

@@ -24,6 +24,7 @@ from sparqlnav.tools.lookup import (
     entity,
     property_examples,
     resolve,
+    resolve_name,
     search,
 )
 from sparqlnav.trace import Trace
@@ -104,6 +105,20 @@ class Toolkit:
         if left_out > 0:
             text += f"\n  ({left_out} of {len(page.edges)} properties left out as irrelevant to the question)"
         return Observation(text, kept)
+
+    def get_entity_by_name(self, ident: str) -> Observation:
+        """Like `get_entity`, but a name is looked up first (as the CLI `entity` does) and the chosen IRI stated."""
+        try:
+            iri, hit = resolve_name(self.kg, ident)
+        except LookupFailed as exc:
+            return Observation(str(exc), None, ok=False)
+        except NAME_SERVICE_ERRORS as exc:
+            return Observation(f"get_entity failed: {_one_line(exc)}", None, ok=False)
+        found = self.get_entity(iri)
+        if hit is None or not found.ok:
+            return found
+        chosen = f"{ident!r} resolved to {self.kg.prefixes.compact(iri)} ({hit.label}) by name search\n"
+        return dataclasses.replace(found, text=chosen + found.text)
 
     def get_property_examples(self, ident: str) -> Observation:
         """A few subject–object pairs of a property."""
