@@ -481,6 +481,7 @@ def eval_command(
     try:
         work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
         with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
+            warn_if_not_the_datasets_graph(work.questions, graph, console)
             summary = evaluate(work, graph, home=settings.home, listener=progress, plots=not no_plots)
     except KeyboardInterrupt:
         console.print(
@@ -503,6 +504,21 @@ def eval_command(
     console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
     if comparison is not None:
         out().print(comparison, markup=False, highlight=False)
+
+
+def warn_if_not_the_datasets_graph(questions: Any, graph: KnowledgeGraph, console: Console) -> None:
+    """Warn when the graph lacks most IRIs the dataset's reference queries name (a wrong or missing --kg)."""
+    from sparqlnav.evaluation.coverage import dataset_coverage
+
+    coverage = dataset_coverage((q.sparql for q in questions), graph.endpoint)
+    if coverage is None or not coverage.poor:
+        return
+    console.print(
+        f"warning: only {len(coverage.found)} of {len(coverage.checked)} IRIs the dataset's queries use occur in "
+        f"{graph.name} (e.g. <{coverage.missing[0]}>): this is probably not the dataset's graph, and answers "
+        "will score 0; give the right one with --kg",
+        style="yellow", markup=False, highlight=False,
+    )  # fmt: skip
 
 
 @app.command("report")

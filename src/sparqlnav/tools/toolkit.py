@@ -111,7 +111,8 @@ class Toolkit:
         try:
             iri, hit = resolve_name(self.kg, ident)
         except LookupFailed as exc:
-            return Observation(str(exc), None, ok=False)
+            as_id = self.get_entity(ident)  # why it is no identifier either (e.g. an unknown prefix)
+            return Observation(f"{as_id.text}; {exc}", None, ok=False)
         except NAME_SERVICE_ERRORS as exc:
             return Observation(f"get_entity failed: {_one_line(exc)}", None, ok=False)
         found = self.get_entity(iri)
