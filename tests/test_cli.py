@@ -52,7 +52,7 @@ def test_formats_and_errors_on_a_small_graph(tmp_path: Path) -> None:
     for args, needle in [
         (("sparql", "SELECT ?n WHERE { ?s ", "--kg", str(ttl)), "syntax_error: error at 1:"),
         (("sparql", "DROP ALL", "--kg", str(ttl)), "refused"),
-        (("sparql", q, "--kg", str(tmp_path / "missing.ttl")), "unknown KG"),
+        (("sparql", q, "--kg", str(tmp_path / "missing.ttl")), "no such file or folder"),
         (("sparql", q, "--kg", "http://127.0.0.1:9/sparql"), "cannot reach"),
     ]:
         res = run(*args, home=tmp_path)

@@ -14,9 +14,10 @@ taught us, where they refine or differ from the paper text:
   altogether). Gold cells whose variable name ends in ``Label`` or ``Description`` are dropped
   before counting (the code does this; the paper does not say so); predicted cells are never
   dropped. A gold row left with no values has recall 0 against everything.
-* Cells are whole RDF terms: type, value, datatype and language tag all count. We normalise
-  only spellings of the same term (``typed-literal`` → ``literal``, an explicit ``xsd:string``
-  datatype → none, language tags lower-cased); none occurs in the reference data.
+* Cells are compared by value (the lexical form), as SPINACH's code and TEXT2SPARQL do: a
+  result ``"3"^^xsd:integer`` matches a gold ``"3"``, so row and set metrics agree on what one
+  value is. Datatypes, language tags and term types play no part (none occurs in the reference
+  data, which is reproduced exactly either way).
 * The assignment is ``scipy.optimize.linear_sum_assignment(maximize=True)`` on a matrix with
   one row per *predicted* row and one column per *gold* row. Pairs with recall 0 that the solver
   returns count as one false positive and one false negative, which is the paper's "matching
@@ -60,9 +61,8 @@ from scipy.optimize import linear_sum_assignment
 
 Results = Mapping[str, Any]
 Row = Mapping[str, Mapping[str, Any]]
-TermKey = tuple[str, str, str | None, str | None]
+TermKey = str
 
-XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 _IGNORED_GOLD_SUFFIXES = ("Label", "Description")
 _EM_TOLERANCE = 1e-9
 
@@ -177,15 +177,8 @@ def bindings(results: Results) -> list[Row]:
 
 
 def term_key(term: Mapping[str, Any]) -> TermKey:
-    """A hashable identity for one RDF term: (type, value, datatype, lang), normalised."""
-    kind = str(term.get("type", ""))
-    if kind == "typed-literal":  # SPARQL 1.0-era JSON, still sent by some endpoints
-        kind = "literal"
-    datatype = term.get("datatype")
-    if datatype == XSD_STRING:  # RDF 1.1: a simple literal *is* an xsd:string
-        datatype = None
-    lang = term.get("xml:lang")
-    return (kind, _value_text(term.get("value")), datatype, lang.lower() if lang else None)
+    """The identity of one cell for every metric: its value (lexical form), whatever its datatype."""
+    return _value_text(term.get("value"))
 
 
 def _value_text(value: Any) -> str:
@@ -294,7 +287,7 @@ def _recall_matrix(predicted_rows: Sequence[Row], gold_rows: Sequence[Row]) -> n
 def result_values(results: Results, *, skip_label_columns: bool = False) -> set[str]:
     """The set of lexical values of every bound cell (optionally without Label/Description vars)."""
     return {
-        _value_text(term.get("value"))
+        term_key(term)
         for row in bindings(results)
         for var, term in row.items()
         if not (skip_label_columns and _ignored_gold_var(var))

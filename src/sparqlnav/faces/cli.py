@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ from rich.table import Table
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.opening import near_name, open_kg
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
@@ -105,7 +106,36 @@ def read_query(query: str) -> str:
         path = Path(query)
         if path.is_file():
             return path.read_text()
+        if not any(c.isspace() for c in query):
+            # One word that is no query form: a file name, and that file does not exist.
+            raise CliError(f"no such file: {query}{near_name(path)}")
     return query
+
+
+def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
+    """The query with PREFIX lines added for undeclared prefixes the graph knows (said on stderr); an
+    undeclared prefix the graph does not know is an error naming it."""
+    from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
+    from sparqlnav.sparql.prefixes import declare_prefixes
+
+    try:
+        undefined = parse_query(text, collect_undefined_prefixes=True).undefined_prefixes
+    except SparqlSyntaxError:
+        return text  # the engine reports syntax errors itself
+    unknown = [p for p in undefined if p not in graph.prefixes]
+    if unknown:
+        raise CliError(
+            f"the prefix '{unknown[0]}:' is not declared and {graph.name} does not know it: "
+            f"add PREFIX {unknown[0]}: <namespace IRI>"
+        )
+    if not undefined:
+        return text
+    known = {p: ns for p, ns in graph.prefixes.items() if p in undefined}
+    err().print(
+        "added missing " + ", ".join(f"PREFIX {p}: <{ns}>" for p, ns in known.items()) + f" (from {graph.name})",
+        style="dim", markup=False, highlight=False,
+    )  # fmt: skip
+    return declare_prefixes(text, known).query
 
 
 def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
@@ -139,7 +169,7 @@ def sparql(
     """Run a read-only SPARQL query."""
     text = read_query(query)
     with opened(kg, settings_for(timeout)) as graph:
-        result = graph.endpoint.query(text)
+        result = graph.endpoint.query(declare_known_prefixes(text, graph))
         if not result.ok:
             raise CliError(result.describe())
         assert result.table is not None
@@ -456,6 +486,7 @@ def eval_command(
     try:
         work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
         with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
+            warn_if_not_the_datasets_graph(work.questions, graph, console)
             summary = evaluate(work, graph, home=settings.paths.home, listener=progress, plots=not no_plots)
     except KeyboardInterrupt:
         console.print(
@@ -478,6 +509,21 @@ def eval_command(
     console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
     if comparison is not None:
         out().print(comparison, markup=False, highlight=False)
+
+
+def warn_if_not_the_datasets_graph(questions: Any, graph: KnowledgeGraph, console: Console) -> None:
+    """Warn when the graph lacks most IRIs the dataset's reference queries name (a wrong or missing --kg)."""
+    from sparqlnav.evaluation.coverage import dataset_coverage
+
+    coverage = dataset_coverage((q.sparql for q in questions), graph.endpoint)
+    if coverage is None or not coverage.poor:
+        return
+    console.print(
+        f"warning: only {len(coverage.found)} of {len(coverage.checked)} IRIs the dataset's queries use occur in "
+        f"{graph.name} (e.g. <{coverage.missing[0]}>): this is probably not the dataset's graph, and answers "
+        "will score 0; give the right one with --kg",
+        style="yellow", markup=False, highlight=False,
+    )  # fmt: skip
 
 
 @app.command("report")
@@ -519,14 +565,14 @@ def validate_command(
     kg: Annotated[
         str | None,
         typer.Option(
-            "--kg", help="Check against this KG's schema (RDF file or folder, endpoint URL, 'demo', 'wikidata')."
+            "--kg", help="Check against this KG's schema (RDF file or folder, endpoint URL, 'demo' (the default), 'wikidata')."
         ),
     ] = None,
     void: Annotated[Path | None, typer.Option("--void", help="Check against the schema in this VoID file.")] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
-    schema. Exit 0 when there is no issue, 1 otherwise."""
+    schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
     from sparqlnav.graph.schema import Schema, schema_from_void_file
     from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
@@ -544,7 +590,11 @@ def validate_command(
             schema = schema_from_void_file(void)
         except (SyntaxError, ValueError, OSError) as exc:
             raise CliError(f"cannot read the VoID file {void}: {exc}") from None
-    elif kg:
+        if not schema.classes and not schema.predicates:
+            # Checking against an empty schema would pass every query: say what the file is not.
+            raise CliError(f"{void} is not a VoID description: it has no void:classPartition or void:propertyPartition")
+    else:
+        kg = kg or "demo"  # every verb's default graph
         settings = settings_for(None)
         with opened(kg, settings) as graph:
             prefixes = {k: v for k, v in graph.prefixes.items() if k}
@@ -568,8 +618,23 @@ def validate_command(
         out().print(report.text(), markup=False, highlight=False)
         if report.repaired:
             out().print("\nrepaired query:\n" + report.query, markup=False, highlight=False)
-    if report.issues:
+    if not report.ok:  # a repaired prefix is reported, but the repaired query is fine: `ok` decides
         raise typer.Exit(1)
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Fail at once, in one line, when the address cannot be listened on (before any banner or KG)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            probe.bind(address)
+    except OSError as exc:
+        reason = "the port is in use" if getattr(exc, "errno", None) == errno.EADDRINUSE else exc.strerror or exc
+        raise CliError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 @app.command("serve")
@@ -629,10 +694,11 @@ def serve_command(
     unknown = [d for d, name in config.datasets.items() if name not in (config.kgs or {"demo": "demo"})]
     if unknown:
         raise CliError(f"--dataset maps {unknown[0]!r} to a KG this server does not have")
-    configure_logging(log_level.upper() if log_level else settings.serve.log_level)
-    app_ = create_app(settings, config, llm=settings.llm)
     host = config.host
     port = settings.serve.port if port is None else port
+    check_can_listen(host, port)
+    configure_logging(log_level.upper() if log_level else settings.serve.log_level)
+    app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
     err().print(f"sparqlnav on http://{host}:{port}/  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")

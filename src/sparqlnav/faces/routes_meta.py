@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
-from sparqlnav.faces.service import Service
+from sparqlnav.faces.service import LOOPBACK, Service
 from sparqlnav.version import __version__
 
 
@@ -44,7 +44,7 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
         ]
         return {
             "version": __version__,
-            "kgs": pool.describe(),
+            "kgs": pool.describe(paths=config.host in LOOPBACK),
             "default_kg": pool.default,
             "strategies": usable,
             "default_strategy": config.strategy,

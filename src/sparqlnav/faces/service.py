@@ -137,6 +137,13 @@ class UnknownKG(SparqlnavError, KeyError):
         return str(self.args[0])
 
 
+def _described(graph: KnowledgeGraph, paths: bool) -> str:
+    """A KG's description; a local store's (which names its files) cut to its size when paths are hidden."""
+    if paths or "triples" not in graph.extra:
+        return graph.description
+    return f"{graph.extra['triples']} triples"
+
+
 class KGPool:
     """The server's knowledge graphs by name, opened once (eagerly or on first use) and closed at shutdown."""
 
@@ -186,10 +193,11 @@ class KGPool:
                 log.info("kg opened", extra={"fields": {"kg": name, "description": graph.description}})
         return graph
 
-    def describe(self) -> list[dict[str, Any]]:
-        """Name and description of each KG (description once opened)."""
+    def describe(self, *, paths: bool = True) -> list[dict[str, Any]]:
+        """Name and description of each KG (description once opened); without `paths`, local graphs are
+        described without the files they came from (the server's file system is nobody else's business)."""
         return [
-            {"name": n, "description": g.description if (g := self._open.get(n)) else ""}
+            {"name": n, "description": _described(g, paths) if (g := self._open.get(n)) else ""}
             for n in self.names()
         ]
 

@@ -25,7 +25,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
-from sparqlnav.sparql.guard import QueryForm, Refused, check_query
+from sparqlnav.sparql.guard import QueryForm, Refused, check_query, tokens
 from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -263,7 +263,9 @@ class RemoteEndpoint:
         try:
             form = check_query(sparql, self.allowed_services)
         except Refused as exc:
-            return QueryResult(sparql, Outcome.REFUSED, message=str(exc), endpoint=self.name)
+            # The outcome already says "refused"; the message says why, so it is shown once.
+            message = str(exc).removeprefix(f"{Outcome.REFUSED.value}: ")
+            return QueryResult(sparql, Outcome.REFUSED, message=message, endpoint=self.name)
         result = self._run(sparql, form, start, start + limit, limit)
         result.seconds = time.monotonic() - start
         return result
@@ -528,8 +530,26 @@ _WATCHDOG = _Watchdog()
 
 
 def _finish(sparql: str, table: ResultTable, name: str) -> QueryResult:
+    table.vars = star_order(sparql, table.vars)
     outcome = Outcome.EMPTY if table.is_empty else Outcome.OK
     return QueryResult(sparql, outcome, table=table, endpoint=name)
+
+
+def star_order(sparql: str, result_vars: list[str]) -> list[str]:
+    """For `SELECT *`, the result's variables in the order the query first names them (engines may
+    choose any order, e.g. alphabetical); other queries keep the engine's (their projection's) order."""
+    toks = tokens(sparql)
+    words = [(i, t.text.upper()) for i, t in enumerate(toks) if t.kind == "word"]
+    select = next((i for i, w in words if w == "SELECT"), None)
+    if select is None:
+        return result_vars
+    projection = [t.text.upper() for t in toks[select + 1 : select + 3]]
+    if projection[:1] in (["DISTINCT"], ["REDUCED"]):
+        projection = projection[1:]
+    if projection[:1] != ["*"]:
+        return result_vars
+    first_seen = {t.text[1:]: i for i, t in reversed(list(enumerate(toks))) if t.kind == "var"}
+    return sorted(result_vars, key=lambda v: first_seen.get(v, len(toks)))
 
 
 def _read_text(response: httpx.Response, limit: int, deadline: float) -> str:

@@ -3,6 +3,7 @@ SPARQL endpoint URL."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from collections.abc import Iterable, Iterator
 from importlib import resources
@@ -39,9 +40,27 @@ def open_kg(spec: str, settings: Settings, *, progress: ProgressFn | None = None
     path = Path(spec).expanduser()
     if path.exists():
         return open_local(path, settings, name=path.name, progress=progress)
+    if _looks_like_path(spec):
+        raise KGError(f"no such file or folder: {spec}{near_name(path)}")
     raise KGError(
         f"unknown KG {spec!r}: give a file or folder of RDF, an http(s):// SPARQL endpoint, 'demo' or 'wikidata'"
     )
+
+
+def _looks_like_path(spec: str) -> bool:
+    """Whether a `--kg` value was meant as a file or folder (a separator or a file extension)."""
+    return "/" in spec or "\\" in spec or spec.startswith("~") or bool(Path(spec).suffix)
+
+
+def near_name(path: Path) -> str:
+    """" (did you mean …?)" naming the closest existing entry of the path's folder, or ""."""
+    folder = path.parent
+    try:
+        names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.75)
+    return f" (did you mean {folder / close[0]}?)" if close else ""
 
 
 def detect_wikibase(triples: Iterable[tuple[str, str]]) -> Wikibase | None:

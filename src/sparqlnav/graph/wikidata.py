@@ -50,7 +50,11 @@ class WikidataNames:
         self._client.close()
 
     def _get(self, params: dict[str, str]) -> dict[str, Any]:
-        response = self._client.get(self.api_url, params={**params, "format": "json"})
+        try:
+            response = self._client.get(self.api_url, params={**params, "format": "json"})
+        except httpx.TransportError as exc:
+            # httpx names no host ("Name or service not known"); the same type keeps callers' handling.
+            raise type(exc)(f"cannot reach {self.api_url}: {exc}", request=exc.request) from exc
         response.raise_for_status()
         data: dict[str, Any] = response.json()
         if "error" in data:

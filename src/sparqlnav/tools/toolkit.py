@@ -24,6 +24,7 @@ from sparqlnav.tools.lookup import (
     entity,
     property_examples,
     resolve,
+    resolve_name,
     search,
 )
 from sparqlnav.trace import Trace
@@ -105,21 +106,35 @@ class Toolkit:
     def get_entity(
         self, ident: str, *, prune: Callable[[EntityPage], EntityPage] | None = None
     ) -> Observation:
-        """The outgoing edges of an entity (with qualifiers); `prune` may drop edges irrelevant to the task."""
+        """The outgoing edges of an entity (with qualifiers); `ident` may also be a name, looked up by search (the
+        chosen IRI is stated); `prune` may drop edges irrelevant to the task."""
         try:
-            page: EntityPage = entity(self.kg, resolve(self.kg, ident))
+            iri, hit = resolve_name(self.kg, ident)
+        except LookupFailed as exc:
+            try:
+                resolve(self.kg, ident)
+            except LookupFailed as why:  # why it is no identifier either (e.g. an unknown prefix)
+                return Observation(f"{why}; {exc}", None, ok=False)
+            return Observation(str(exc), None, ok=False)
+        except NAME_SERVICE_ERRORS as exc:
+            return Observation(f"get_entity failed: {_one_line(exc)}", None, ok=False)
+        try:
+            page: EntityPage = entity(self.kg, iri)
         except LookupFailed as exc:
             return Observation(str(exc), None, ok=False)
         except NAME_SERVICE_ERRORS as exc:
             return Observation(f"get_entity failed: {_one_line(exc)}", None, ok=False)
+        chosen = (
+            f"{ident!r} resolved to {self.kg.prefixes.compact(iri)} ({hit.label}) by name search\n" if hit else ""
+        )
         if prune is None:
-            return Observation(page.to_text(self.kg), page)
+            return Observation(chosen + page.to_text(self.kg), page)
         kept = prune(page)
         text = kept.to_text(self.kg)
         left_out = len(page.edges) - len(kept.edges)
         if left_out > 0:
             text += f"\n  ({left_out} of {len(page.edges)} properties left out as irrelevant to the question)"
-        return Observation(text, kept)
+        return Observation(chosen + text, kept)
 
     def get_property_examples(self, ident: str) -> Observation:
         """A few subject–object pairs of a property."""
