@@ -173,6 +173,7 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "strategy": info.get("strategy") or next((r.get("strategy") for r in records if r.get("strategy")), None),
         "model": info.get("model"),
         "complete": bool(selected is not None and set(map(str, selected)) <= done_ids),
+        "stopped": info.get("stopped"),  # why the run stopped before the end (the same LLM error again and again)
         "stale": stale,
         "f1": _mean([float(r.get("f1") or 0.0) for r in scored]),
         "macro_f1": agg["macro_f1"],
@@ -237,6 +238,8 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
         + (f"; model `{s['model']}`" if s.get("model") else "")
         + "."
     )
+    if s.get("stopped"):
+        lines += ["", f"**The run {s['stopped']}.**"]
     lines += ["", "## Answer quality", "", "| metric | value |", "|---|---:|"]
     lines += [
         f"| F1 (set F1 where the gold is a bare value set, else row F1) | {_num(s['f1'])} |",
@@ -482,6 +485,8 @@ def summary_table(summary: Mapping[str, Any], *, title: str = "Summary") -> Any:
         ("tokens in / out", f"{s['input_tokens']} / {s['output_tokens']}"),
     ]
     rows += [(f"outcome: {k}", str(v)) for k, v in s["failures"].items() if v]
+    if s.get("stopped"):
+        rows.append(("stopped", str(s["stopped"])))
     for name, value in rows:
         table.add_row(name, value)
     return table

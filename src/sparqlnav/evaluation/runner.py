@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import random
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,11 @@ RUN_INFO = "run.json"
 FOLDS = "folds.json"
 # A resumed run must be the same experiment; these keys of run.json must not change between runs.
 IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model")
+# A run stops when this many questions in a row end on the same LLM failure: a dead or hanging server
+# then costs one wait, not one per question.
+STOP_AFTER_SAME_LLM_ERROR = 3
+# How a question's last LLM request failed, when it got no answer because of it.
+_LLM_FAILURES = frozenset({"timeout", "unreachable", "http_error"})
 _EM_TOLERANCE = 1e-9
 
 StrategyFactory = Callable[[], Strategy]
@@ -439,13 +445,16 @@ def run_eval(
     listener: EvalListener | None = None,
     run_info: Mapping[str, Any] | None = None,
     plots: bool = True,
+    stop_after: int = STOP_AFTER_SAME_LLM_ERROR,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation in `out_dir` and return its summary.
 
     `strategies` is one instance per worker thread or a factory that makes them (instances are never
     shared between threads). Questions already in predictions.jsonl are not asked again, except those
     that failed with an error when `retry_errors` is set. Ctrl-C stops at once: every finished question
-    is on disk and the summary is written before the KeyboardInterrupt goes on.
+    is on disk and the summary is written before the KeyboardInterrupt goes on. When `stop_after`
+    questions in a row (0: never) fail on the same LLM error, the run stops there: run.json and the
+    summary say why in `stopped`, and running the command again asks the rest.
     """
     if workers < 1:
         raise EvalError(f"--workers must be at least 1, not {workers}")
@@ -459,6 +468,7 @@ def run_eval(
         "selected": [q.id for q in questions],
         "workers": workers,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "stopped": None,
     }
     info = _check_run_info(out_dir, info)
     _write_json(out_dir / RUN_INFO, info)
@@ -486,7 +496,9 @@ def run_eval(
             pool = list(strategies) if not callable(strategies) else [strategies() for _ in range(count)]
             if not pool:
                 raise EvalError("no strategy instance to run")
-            _run_pool(todo, golds, kg, pool[:count], splits, log, stats, listener)
+            stopped = _run_pool(todo, golds, kg, pool[:count], splits, log, stats, listener, stop_after)
+            if stopped is not None:
+                _write_json(out_dir / RUN_INFO, {**info, "stopped": stopped})
     finally:
         # Also on Ctrl-C: the summary of what is on disk, so the folder is always readable.
         summary = write_report(out_dir, plots=plots)
@@ -502,7 +514,9 @@ def _run_pool(
     log: PredictionLog,
     stats: RunningStats,
     listener: EvalListener | None,
-) -> None:
+    stop_after: int = STOP_AFTER_SAME_LLM_ERROR,
+) -> str | None:
+    """Ask the questions on the pool's threads, logging each record; why the run stopped early, if it did."""
     tasks: queue.Queue[Question] = queue.Queue()
     for q in todo:
         tasks.put(q)
@@ -533,6 +547,7 @@ def _run_pool(
     ]
     for thread in threads:
         thread.start()
+    streak = _Streak(stop_after)
     try:
         received = 0
         while received < len(todo):
@@ -547,8 +562,52 @@ def _run_pool(
             stats.add(record)
             if listener is not None:
                 listener.finished(record, stats)
+            if streak.add(record):
+                # Questions still in flight are left unrecorded (as on Ctrl-C): a later run asks them.
+                return (
+                    f"stopped early: {streak.count} questions in a row failed on the same LLM error "
+                    f"({streak.error}); fix the LLM and run the same command again to ask the rest"
+                )
+        return None
     finally:
         stop.set()
+
+
+def llm_failure(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(a key, the error) when a question got no answer because its last LLM request failed, else None.
+
+    The key leaves out numbers, so "no answer within 12 s" and "within 9 s" (a budget's last seconds)
+    count as the same failure.
+    """
+    if record.get("status") not in ("error", "budget_exhausted") or record.get("results") is not None:
+        return None
+    calls = [e.get("data") or {} for e in record.get("trace") or () if e.get("kind") == "llm_call"]
+    if not calls or calls[-1].get("outcome") not in _LLM_FAILURES:
+        return None
+    last = calls[-1]
+    error = str(last.get("error") or last.get("outcome"))
+    return f"{last.get('outcome')}|{last.get('status_code')}|{re.sub(r'[0-9.]+', '#', error)}", error
+
+
+@dataclass
+class _Streak:
+    """Consecutive finished questions that failed on the same LLM error."""
+
+    limit: int
+    count: int = 0
+    key: str | None = None
+    error: str = ""
+
+    def add(self, record: Mapping[str, Any]) -> bool:
+        """Count one record; True when the streak reaches the limit."""
+        failure = llm_failure(record)
+        if failure is None:
+            self.count, self.key = 0, None
+            return False
+        key, self.error = failure
+        self.count = self.count + 1 if key == self.key else 1
+        self.key = key
+        return 0 < self.limit <= self.count
 
 
 def _crash_record(question: Question, exc: Exception) -> dict[str, Any]:
@@ -595,6 +654,7 @@ class EvalSpec:
     retry_errors: bool = False
     language: str = "en"
     model: str | None = None
+    stop_after: int = STOP_AFTER_SAME_LLM_ERROR  # questions in a row failing on one LLM error (0: never stop)
 
 
 def default_out_dir(dataset: Path, strategy: str) -> Path:
@@ -662,4 +722,5 @@ def evaluate(
         listener=listener,
         run_info=info,
         plots=plots,
+        stop_after=spec.stop_after,
     )

@@ -46,6 +46,16 @@ TimeoutOpt = Annotated[
     typer.Option("--timeout", min=0.001, help="Time limit per SPARQL query, in seconds (default 60)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+LlmTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--llm-timeout", min=0.001, help="Seconds one LLM request may take in all (else SPARQLNAV_LLM_TIMEOUT, 120)."
+    ),
+]
+LlmRetriesOpt = Annotated[
+    int | None,
+    typer.Option("--llm-retries", min=0, help="Retries of a failed LLM request (else SPARQLNAV_LLM_RETRIES, 4)."),
+]
 
 
 class CliError(SparqlnavError):
@@ -62,9 +72,19 @@ def err() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def settings_for(timeout: float | None, llm_model: str | None = None) -> Settings:
-    """Settings from the environment, with the command's time limit and model."""
-    return Settings.from_env(overrides={"SPARQLNAV_LLM_MODEL": llm_model}).with_timeout(timeout)
+def settings_for(
+    timeout: float | None,
+    llm_model: str | None = None,
+    llm_timeout: float | None = None,
+    llm_retries: int | None = None,
+) -> Settings:
+    """Settings from the environment, with the command's time limit and LLM options."""
+    overrides = {
+        "SPARQLNAV_LLM_MODEL": llm_model,
+        "SPARQLNAV_LLM_TIMEOUT": None if llm_timeout is None else repr(llm_timeout),
+        "SPARQLNAV_LLM_RETRIES": None if llm_retries is None else str(llm_retries),
+    }
+    return Settings.from_env(overrides=overrides).with_timeout(timeout)
 
 
 @contextmanager
@@ -291,13 +311,15 @@ def ask(
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    llm_timeout: LlmTimeoutOpt = None,
+    llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
-    settings = settings_for(timeout, llm_model)
+    settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm)
@@ -430,12 +452,18 @@ def eval_command(
     ] = None,
     refresh_gold: Annotated[bool, typer.Option("--refresh-gold", help="Run the gold queries again.")] = False,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Redo questions that ended in an error.")] = False,
+    stop_after: Annotated[
+        int,
+        typer.Option("--stop-after", min=0, help="Stop when this many questions in a row fail on the same LLM error (0: never)."),
+    ] = 3,
     compare: Annotated[
         list[Path] | None, typer.Option("--compare", help="Another run folder to compare with (repeatable).")
     ] = None,
     language: Annotated[str, typer.Option("--language", help="Question language.")] = "en",
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    llm_timeout: LlmTimeoutOpt = None,
+    llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -452,7 +480,7 @@ def eval_command(
     )
     from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
 
-    settings = settings_for(timeout, llm_model)
+    settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     try:
         probe = make_strategy(strategy, llm)
@@ -481,6 +509,7 @@ def eval_command(
         retry_errors=retry_errors,
         language=language,
         model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
+        stop_after=stop_after,
     )
     console = err()
     try:
@@ -504,11 +533,13 @@ def eval_command(
             raise CliError(str(exc)) from None
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))
-        return
-    out().print(summary_table(summary, title=f"{spec.out}"))
-    console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
-    if comparison is not None:
-        out().print(comparison, markup=False, highlight=False)
+    else:
+        out().print(summary_table(summary, title=f"{spec.out}"))
+        console.print(f"report: {spec.out / 'report.md'}", markup=False, highlight=False)
+        if comparison is not None:
+            out().print(comparison, markup=False, highlight=False)
+    if summary.get("stopped"):
+        raise CliError(f"the run {summary['stopped']}")
 
 
 def warn_if_not_the_datasets_graph(questions: Any, graph: KnowledgeGraph, console: Console) -> None:
@@ -660,6 +691,8 @@ def serve_command(
     max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    llm_timeout: LlmTimeoutOpt = None,
+    llm_retries: LlmRetriesOpt = None,
     log_level: Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error (default info).")] = None,
 ) -> None:
     """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
@@ -673,7 +706,7 @@ def serve_command(
         parse_pairs,
     )
 
-    settings = settings_for(timeout, llm_model)
+    settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
     try:
         datasets = parse_pairs(dataset) if dataset else None
@@ -710,11 +743,13 @@ def mcp_command(
     kg: KgOpt = "demo",
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    llm_timeout: LlmTimeoutOpt = None,
+    llm_retries: LlmRetriesOpt = None,
 ) -> None:
     """Serve the tools (search, get_entity, execute_sparql, …) to an MCP client over stdio."""
     from sparqlnav.faces.mcp import run_stdio
 
-    settings = settings_for(timeout, llm_model)
+    settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     with opened(kg, settings) as graph:
         run_stdio(graph, settings=settings, llm=settings.llm)
 

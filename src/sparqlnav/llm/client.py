@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.llm.deadline import Deadline, sdk_transport
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 
 if TYPE_CHECKING:
@@ -112,8 +113,11 @@ class LLMConfig(BaseModel):
     max_output_tokens: int | None = None
     # Older local servers only know `max_tokens`; OpenAI reasoning models only `max_completion_tokens`.
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    timeout_s: float = Field(default=120.0, gt=0)
+    # Per request, overall (not per read: a server sending a byte now and then does not stretch it).
+    timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(default=4, ge=0)
+    # Wall-clock seconds of LLM use per question (strategies make a Budget of it); retries stay within it.
+    budget_s: float | None = Field(default=300.0, gt=0, allow_inf_nan=False)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     max_backoff_s: float = Field(default=30.0, ge=0)
     max_retry_after_s: float = Field(default=120.0, ge=0)
@@ -779,12 +783,16 @@ class LLMClient:
         key = config.api_key.get_secret_value() if config.api_key else ""
         import openai
 
+        # Every request ends at its deadline, however slowly the server drips its answer.
+        self._deadline = Deadline()
+        http, transport = sdk_transport(self._deadline)
         # Our own retry loop (max_retries=0 here) so retries are visible, bounded and testable.
         self._sdk = openai.OpenAI(
             api_key=key or NO_KEY_PLACEHOLDER,
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=0,
+            http_client=http.Client(transport=transport, timeout=config.timeout_s, follow_redirects=True),
         )
 
     # -- lifecycle
@@ -912,7 +920,10 @@ class LLMClient:
         accept: Callable[[LLMReply], T],
     ) -> tuple[LLMReply, T]:
         """One reply (from the cache or the server) and what `accept` makes of it, every request reported."""
+        # Without a run's budget, the call alone gets the configured seconds: its retries stay within them.
         budget = budget if budget is not None else self.budget
+        if budget is None:
+            budget = self.question_budget()
         self._check_budget(budget)
         tools = list(tools or ())
         body = self._request_body(messages, tools, response_format)
@@ -962,6 +973,10 @@ class LLMClient:
     def _reporter(self, record: Recorder | None, purpose: str) -> _Reporter:
         cfg = self.config
         return _Reporter(record, purpose, cfg.model, priced=cfg.price() is not None)
+
+    def question_budget(self) -> Budget:
+        """A fresh budget of the configured wall-clock seconds, for one question's calls."""
+        return Budget(max_seconds=self.config.budget_s, clock=self._clock)
 
     def _check_budget(self, budget: Budget | None) -> None:
         if budget is not None:
@@ -1018,7 +1033,8 @@ class LLMClient:
                 timeout = max(0.001, min(timeout, remaining))
             started = self._clock()
             try:
-                raw = self._sdk.chat.completions.with_raw_response.create(**body, timeout=timeout)
+                with self._deadline.within(timeout):
+                    raw = self._sdk.chat.completions.with_raw_response.create(**body, timeout=timeout)
             except openai.APITimeoutError as exc:
                 last = f"no answer within {timeout:g} s"
                 reporter(number, "timeout", self._clock() - started, error=last)
@@ -1061,8 +1077,12 @@ class LLMClient:
                     attempts=gave_up.attempts,
                 ) from gave_up.last
             if gave_up.why == "deadline":
+                spent = f"{budget.elapsed():.0f} of {budget.max_seconds:g} s" if budget else "?"
                 raise BudgetExceeded(
-                    f"LLM time budget would run out while retrying ({last})"
+                    f"LLM time budget would run out while retrying ({spent} used; after "
+                    f"{gave_up.attempts} attempt(s): {last})",
+                    status_code=status_code,
+                    attempts=gave_up.attempts,
                 ) from gave_up.last
             raise LLMError(
                 f"LLM request to {where} failed after {gave_up.attempts} attempt(s): {last}",

@@ -77,7 +77,7 @@ class ExploreOptions:
     prune_over: int = 40  # entity pages with more values than this are pruned by an LLM call
     max_context_tokens: int = 16_000  # compact older observations beyond this estimate
     keep_recent: int = 3  # the latest observations are never compacted
-    max_seconds: float | None = None  # wall-clock limit on the run's LLM use
+    max_seconds: float | None = None  # wall-clock limit on the run's LLM use (None: the LLM config's budget_s)
     large_rows: int = 500  # feedback: results longer than this are "oversized"
 
 
@@ -175,7 +175,8 @@ class _Run:
         self.rollbacks = 0
         self.fired: Counter[str] = Counter()
         self.note: str | None = None  # told once to the model after a rollback
-        self.budget = Budget(max_seconds=self.o.max_seconds)  # per run, passed to every call
+        seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
+        self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
         self.policy, self.helper = agent.clients()
         self.system = self._system_prompt()

@@ -23,6 +23,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import Schema
 from sparqlnav.llm.client import (
+    Budget,
     LLMClient,
     LLMConfig,
     LLMError,
@@ -208,6 +209,7 @@ class _Run:
     trace: Trace
     client: LLMClient = field(init=False)
     record: Recorder = field(init=False)
+    budget: Budget = field(init=False)
     options: RetrieveOptions = field(init=False)
     messages: list[Message] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -216,6 +218,7 @@ class _Run:
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
         self.record = trace_recorder(self.trace)  # the client reports each request it sends
+        self.budget = self.client.question_budget()  # the question's LLM time, retries included
         self.options = self.strategy.options
 
     def close(self) -> None:
@@ -225,7 +228,7 @@ class _Run:
 
     # -- llm
     def _chat(self, messages: Sequence[Message], purpose: str) -> LLMReply:
-        return self.client.chat(messages, purpose=purpose, record=self.record)
+        return self.client.chat(messages, purpose=purpose, record=self.record, budget=self.budget)
 
     # -- steps
     def go(self) -> Answer:
@@ -267,7 +270,8 @@ class _Run:
     def decompose(self) -> Decomposition:
         messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.question)]
         try:
-            found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record)
+            found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record,
+                                          budget=self.budget)
         except LLMOutputError as exc:
             # Retrieval still works with the question alone.
             self.trace.emit("info", message=f"question not decomposed: {exc}")
