@@ -167,7 +167,7 @@ def test_explore_gets_the_configured_budget_per_question(hanging: StallingLLM, d
     finally:
         agent.close()
     assert answer.status == "budget_exhausted"
-    assert answer.answer.startswith("No answer: LLM time budget would run out while retrying")
+    assert answer.text.startswith("No answer: LLM time budget would run out while retrying")
     assert 2 <= hanging.requests <= 3
 
 
