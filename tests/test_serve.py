@@ -86,7 +86,7 @@ class Gated:
         self.finished = threading.Event()
         self.gate_timed_out = False
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace, context: object = None) -> Answer:
         tools = Toolkit(kg, trace)
         trace.emit("thought", text="first I look the names up")
         if not self.gate.wait(10):

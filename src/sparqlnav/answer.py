@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable
 from sparqlnav.trace import Trace, Usage
+
+if TYPE_CHECKING:
+    from sparqlnav.context import RunContext
 
 Status = Literal["answered", "not_found", "budget_exhausted", "error"]
 
@@ -55,15 +58,31 @@ class Strategy(Protocol):
 
     name: str
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
-        """Answer one question."""
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer one question; `context` holds earlier turns of its conversation and any handover."""
         ...
 
 
-def run_question(strategy: Strategy, question: str, kg: KnowledgeGraph, trace: Trace | None = None) -> Answer:
-    """Run one question with a strategy over an open KG; the trace (new by default) gets its total time even on error."""
+def run_question(
+    strategy: Strategy,
+    question: str,
+    kg: KnowledgeGraph,
+    trace: Trace | None = None,
+    context: RunContext | None = None,
+) -> Answer:
+    """Run one question with a strategy over an open KG, with the context of its conversation if any; the trace
+    (new by default) gets its total time even on error."""
     trace = Trace() if trace is None else trace
+    if context:
+        trace.emit(
+            "context",
+            turns=len(context.history),
+            handover=context.handover.strategy if context.handover else None,
+            text=context.to_prompt(),
+        )
     try:
-        return strategy.run(question, kg, trace)
+        return strategy.run(question, kg, trace, context)
     finally:
         trace.finish()

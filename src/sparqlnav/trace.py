@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 EventKind = Literal[
-    "thought", "action", "observation", "llm_call", "sparql", "feedback", "rollback", "answer", "info", "error"
+    "thought",
+    "action",
+    "observation",
+    "llm_call",
+    "sparql",
+    "feedback",
+    "rollback",
+    "answer",
+    "info",
+    "error",
+    "context",  # what a run was given before it started: earlier turns, a cascade's handover
+    "escalate",  # a cascade moved on to a stronger strategy, and why
 ]
 Listener = Callable[["Event"], None]
 

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sparqlnav.answer import Answer, Status
+from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.feedback.eraser import (
     Feedback,
     FeedbackOptions,
@@ -130,9 +131,11 @@ class Explore:
         self._clients: tuple[LLMClient, LLMClient] | None = None
         self._lock = threading.Lock()
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
-        """Answer one question."""
-        return _Run(self, question, kg, trace).go()
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer one question (after the earlier turns and handover in `context`, if any)."""
+        return _Run(self, question, kg, trace, context or EMPTY).go()
 
     def clients(self) -> tuple[LLMClient, LLMClient]:
         """The policy client (sampling as configured here) and the helper client (pruning, answers).
@@ -163,10 +166,12 @@ class Explore:
 class _Run:
     """The state of one question's exploration."""
 
-    def __init__(self, agent: Explore, question: str, kg: KnowledgeGraph, trace: Trace) -> None:
+    def __init__(
+        self, agent: Explore, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext
+    ) -> None:
         self.o = agent.options
         self.feedback = agent.feedback
-        self.question, self.kg, self.trace = question, kg, trace
+        self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.memory = Memory(kg.prefixes, kg.vocab)
         self.memory.note_text(question)
@@ -325,7 +330,7 @@ class _Run:
 
     def _messages(self) -> list[Message]:
         """The state as a conversation, older observations compacted while it is too long."""
-        head = [Message.system(self.system), Message.user(f"Question: {self.question}")]
+        head = [Message.system(self.system), Message.user(self.context.with_question(self.question))]
         observations = [s.observation for s in self.state]
         fixed = sum(len(m.content) for m in head) + sum(
             len(s.reply_text) + len(s.call.raw_arguments if s.call else "") for s in self.state
@@ -482,7 +487,7 @@ class _Run:
     def _write_answer(self, sparql: str, table: ResultTable) -> str:
         labels = shown_labels(table, self.kg.names, head=10, tail=10)
         result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
-        user = f"Question: {self.question}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
+        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
         messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
         return self._chat(self.helper, messages, "answer").text.strip()
 

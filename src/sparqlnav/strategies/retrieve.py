@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
+from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.feedback.eraser import Feedback, Memory, StepContext, render_guidelines
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
@@ -190,9 +191,11 @@ class Retrieve:
 
     # ------------------------------------------------------------ run
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
-        """Answer one question."""
-        run = _Run(self, question, kg, trace)
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer one question (after the earlier turns and handover in `context`, if any)."""
+        run = _Run(self, question, kg, trace, context or EMPTY)
         try:
             return run.go()
         finally:
@@ -207,6 +210,7 @@ class _Run:
     question: str
     kg: KnowledgeGraph
     trace: Trace
+    context: RunContext
     client: LLMClient = field(init=False)
     record: Recorder = field(init=False)
     budget: Budget = field(init=False)
@@ -268,7 +272,7 @@ class _Run:
         return self.finish(attempt.query, result.table, "answered", text)
 
     def decompose(self) -> Decomposition:
-        messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.question)]
+        messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.context.with_question(self.question))]
         try:
             found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record,
                                           budget=self.budget)
@@ -335,7 +339,7 @@ class _Run:
             examples="\n\n".join(example_block(h) for h in examples) or "(no examples)",
             shapes="\n\n".join(shape_block(h) for h in shapes) or "(no schema information)",
         )
-        self.messages = [Message.system(system), Message.user(self.question)]
+        self.messages = [Message.system(system), Message.user(self.context.with_question(self.question))]
         return self._ask("generate")
 
     def _ask(self, purpose: str) -> Attempt:
@@ -460,7 +464,7 @@ class _Run:
         half = max(1, self.options.result_rows // 2)
         labels = shown_labels(table, self.kg.names, head=half, tail=half) if endpoint is None else {}
         shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
-        user = f"Question: {self.question}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
+        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
         reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
         return reply.text.strip()
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparqlnav.answer import Answer
+from sparqlnav.context import RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
@@ -39,8 +40,11 @@ class LexicalStrategy:
     max_execute: int = MAX_EXECUTE
     name: str = "lexical"
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
-        """Answer one question."""
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer one question from its own words (with no LLM, earlier turns cannot be read, so `context` is
+        not used)."""
         return _Run(self, question, kg, trace).answer()
 
 

@@ -1,0 +1,122 @@
+"""What a run knows before it starts: the earlier turns of its conversation, and what an earlier stage of a
+cascade learned. Strategies put it in front of the question (`RunContext.to_prompt`) so a follow-up can start
+from the last query and an escalation does not start blind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sparqlnav.answer import Answer
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import shown_labels
+
+TURN_ROWS = 5  # result rows kept per turn: enough to resolve "his", "those", "the second one"
+TURN_CELL_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished question of a conversation: what was asked, the final query, its first rows, the answer."""
+
+    question: str
+    sparql: str | None
+    results: str  # a compact rendering of the first rows, with labels
+    answer: str
+    status: str = "answered"
+
+    @classmethod
+    def of(cls, answer: Answer, kg: KnowledgeGraph) -> Turn:
+        """The turn an answer makes, its results summarised with the graph's prefixes and labels."""
+        table = answer.results
+        if table is None:
+            shown = "(no results)"
+        elif table.boolean is not None:
+            shown = "yes" if table.boolean else "no"
+        else:
+            labels = shown_labels(table, kg.names, head=TURN_ROWS, tail=0)
+            shown = table.to_markdown(kg.prefixes, labels, head=TURN_ROWS, tail=0, max_cell=TURN_CELL_CHARS)
+        return cls(answer.question, answer.sparql, shown, answer.text, answer.status)
+
+    def to_prompt(self, number: int) -> str:
+        """The turn as a block of text for a prompt."""
+        query = self.sparql.strip() if self.sparql else "(none)"
+        return (
+            f"Turn {number}. Question: {self.question}\nSPARQL:\n{query}\n"
+            f"Result ({self.status}):\n{self.results}\nAnswer: {self.answer}"
+        )
+
+    def size(self) -> int:
+        """Characters it takes in a prompt (a stand-in for tokens)."""
+        return len(self.to_prompt(0))
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What an earlier strategy of a cascade learned, and why its answer was not trusted."""
+
+    strategy: str
+    reason: str
+    sparql: str | None = None
+    outcome: str = ""  # what that query gave: "no rows", "3 rows", the engine's message
+    entities: tuple[tuple[str, str], ...] = ()  # (IRI as shown, label) it linked in the question
+
+    def to_prompt(self) -> str:
+        """The handover as a block of text for a prompt."""
+        lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason}."]
+        if self.entities:
+            lines.append("It linked: " + "; ".join(f"{label} = {iri}" for iri, label in self.entities) + ".")
+        if self.sparql:
+            lines.append(f"Its query:\n{self.sparql.strip()}")
+        if self.outcome:
+            lines.append(f"It gave: {self.outcome}")
+        lines.append("Use what is right in it; do not repeat what failed.")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Earlier turns (oldest first) and an optional handover; empty by default."""
+
+    history: tuple[Turn, ...] = ()
+    handover: Handover | None = None
+    notes: tuple[str, ...] = field(default=())  # e.g. "the user edited the last query"
+
+    def __bool__(self) -> bool:
+        return bool(self.history or self.handover or self.notes)
+
+    def to_prompt(self) -> str:
+        """Everything before the question, as text for a prompt ('' when there is nothing)."""
+        blocks: list[str] = []
+        if self.history:
+            turns = "\n\n".join(t.to_prompt(i + 1) for i, t in enumerate(self.history))
+            blocks.append(
+                "Earlier in this conversation (the new question may refer to it: start from the last query when "
+                f"it only refines it):\n\n{turns}"
+            )
+        blocks.extend(self.notes)
+        if self.handover is not None:
+            blocks.append(self.handover.to_prompt())
+        return "\n\n".join(blocks)
+
+    def with_question(self, question: str) -> str:
+        """The question, preceded by the context when there is any."""
+        text = self.to_prompt()
+        return f"{text}\n\nQuestion: {question}" if text else f"Question: {question}"
+
+    def within(self, max_chars: int) -> RunContext:
+        """The latest turns whose prompt fits in `max_chars` (always the last one)."""
+        kept: list[Turn] = []
+        used = 0
+        for turn in reversed(self.history):
+            used += turn.size()
+            if kept and used > max_chars:
+                break
+            kept.append(turn)
+        return replace(self, history=tuple(reversed(kept)))
+
+    def handed_over(self, handover: Handover) -> RunContext:
+        """The same context with a handover from an earlier stage."""
+        return replace(self, handover=handover)
+
+
+EMPTY = RunContext()
