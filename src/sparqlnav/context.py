@@ -5,13 +5,23 @@ from the last query and an escalation does not start blind."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import shown_labels
+from sparqlnav.graph.results import ResultTable, shown_labels
 
 TURN_ROWS = 5  # result rows kept per turn: enough to resolve "his", "those", "the second one"
 TURN_CELL_CHARS = 120
+
+
+class Finished(Protocol):
+    """What a turn is made of: the parts of an `Answer` (named here so this module needs no strategy types)."""
+
+    question: str
+    sparql: str | None
+    results: ResultTable | None
+    text: str
+    status: str
 
 
 @dataclass(frozen=True)
@@ -25,7 +35,7 @@ class Turn:
     status: str = "answered"
 
     @classmethod
-    def of(cls, answer: Answer, kg: KnowledgeGraph) -> Turn:
+    def of(cls, answer: Finished, kg: KnowledgeGraph) -> Turn:
         """The turn an answer makes, its results summarised with the graph's prefixes and labels."""
         table = answer.results
         if table is None:

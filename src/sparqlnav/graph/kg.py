@@ -3,32 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint
-from sparqlnav.graph.names import Kind, NameHit
+from sparqlnav.graph.names import Names
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
 from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
 from sparqlnav.sparql.prefixes import PrefixMap
 
 REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
-
-
-class Names(Protocol):
-    """Where names come from: a local full-text index, or a service such as Wikidata's API."""
-
-    def search(
-        self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
-    ) -> list[NameHit]:
-        """Ranked matches for a name."""
-        ...
-
-    def labels_of(self, iris: Iterable[str]) -> dict[str, str]:
-        """Labels of many IRIs (unknown ones left out)."""
-        ...
 
 
 class KGError(SparqlnavError):

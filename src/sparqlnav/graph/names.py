@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import pyoxigraph as ox
 from rapidfuzz import fuzz
@@ -485,3 +485,17 @@ def iter_store_triples(store: ox.Store) -> Iterator[tuple[str, str, str, bool, s
 
 
 __all__ = ["RDF_TYPE", "LabelIndex", "NameHit", "iter_store_triples"]
+
+
+class Names(Protocol):
+    """Where names come from: a local full-text index, or a service such as Wikidata's API."""
+
+    def search(
+        self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None
+    ) -> list[NameHit]:
+        """Ranked matches for a name."""
+        ...
+
+    def labels_of(self, iris: Iterable[str]) -> dict[str, str]:
+        """Labels of many IRIs (unknown ones left out)."""
+        ...

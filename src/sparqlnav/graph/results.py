@@ -14,7 +14,7 @@ import pyoxigraph as ox
 from sparqlnav.sparql.prefixes import PrefixMap
 
 if TYPE_CHECKING:
-    from sparqlnav.graph.kg import Names
+    from sparqlnav.graph.names import Names
 
 TermKind = Literal["uri", "literal", "bnode", "triple"]
 
