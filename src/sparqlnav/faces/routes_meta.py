@@ -30,7 +30,8 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
         return {
             "status": "ok",
             "version": __version__,
-            "active_runs": service.workers.active,
+            "active_runs": service.workers.active,  # runs a request (API or MCP) is waiting for
+            "finishing_runs": service.workers.finishing,  # given up on, their threads not yet returned
             "max_concurrent": service.workers.size,
         }
 

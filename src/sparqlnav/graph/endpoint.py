@@ -23,6 +23,7 @@ import pyoxigraph as ox
 from pydantic import Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from sparqlnav.cancel import cancellable_transport
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, check_query
@@ -243,7 +244,9 @@ class RemoteEndpoint:
         self.allowed_services = [url, *allowed_services]
         self._sleep = sleep
         self._client = httpx.Client(
-            headers={"User-Agent": self.http.user_agent, **self.http.headers}, follow_redirects=True
+            headers={"User-Agent": self.http.user_agent, **self.http.headers},
+            follow_redirects=True,
+            transport=cancellable_transport(),  # a cancelled run stops waiting for its query at once
         )
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -779,12 +780,18 @@ class LLMClient:
         key = config.api_key.get_secret_value() if config.api_key else ""
         import openai
 
+        from sparqlnav.cancel import cancellable_transport
+
+        # The SDK's HTTP library: httpx, or its httpx2 fork in newer SDKs.
+        http = sys.modules[openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]]
         # Our own retry loop (max_retries=0 here) so retries are visible, bounded and testable.
         self._sdk = openai.OpenAI(
             api_key=key or NO_KEY_PLACEHOLDER,
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=0,
+            # Reads that notice a cancelled run: a request that gives up stops a hanging call at once.
+            http_client=openai.DefaultHttpxClient(transport=cancellable_transport(http)),
         )
 
     # -- lifecycle

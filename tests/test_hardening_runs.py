@@ -1,0 +1,222 @@
+"""Issue 15's runs and inputs, each as a client meets it: real servers on 127.0.0.1 (uvicorn in this process or
+`sparqlnav serve` as its own), a real LLM server that never answers, real Oxigraph, real HTTP and MCP clients.
+The only timings asserted are generous hang guards."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from mcp import Client
+
+from sparqlnav.answer import Answer
+from sparqlnav.cancel import RunCancelled
+from sparqlnav.faces.http import ServeConfig, background, create_app
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.llm.client import LLMConfig
+from sparqlnav.settings import Settings
+from sparqlnav.tools.toolkit import Toolkit
+from sparqlnav.trace import Trace
+from test_mcp import text_of
+from test_serve import MANAGER_OF_ALICE, factory_with, tiny, tiny_path  # noqa: F401 - fixtures
+
+GUARD_S = 30.0  # hang guard: far beyond what any of these waits needs once fixed
+
+
+def values_product(size: int, factors: int) -> str:
+    """A query that counts a cross product of VALUES: slow in proportion to size**factors, on any graph."""
+    values = " ".join(str(i) for i in range(size))
+    blocks = " ".join(f"VALUES ?v{n} {{ {values} }}" for n in range(factors))
+    return f"SELECT (COUNT(*) AS ?n) WHERE {{ {blocks} }}"
+
+
+def wait_until(condition: Callable[[], bool], guard_s: float = GUARD_S) -> bool:
+    """Poll `condition` until it holds or the hang guard runs out."""
+    deadline = time.monotonic() + guard_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class HangingLLM:
+    """A real HTTP server on 127.0.0.1 that reads each request and never answers; it counts the requests it
+    got and the connections still open (a client that hangs up closes one)."""
+
+    def __init__(self) -> None:
+        outer = self
+        self.requests = 0
+        self.open = 0
+        self._lock = threading.Lock()
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                with outer._lock:
+                    outer.open += 1
+                try:
+                    seen = b""
+                    while b"\r\n\r\n" not in seen:
+                        chunk = self.request.recv(65536)
+                        if not chunk:
+                            return
+                        seen += chunk
+                    with outer._lock:
+                        outer.requests += 1
+                    while self.request.recv(65536):  # the body, then nothing: wait for the client to go
+                        pass
+                except OSError:
+                    pass
+                finally:
+                    with outer._lock:
+                        outer.open -= 1
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> HangingLLM:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def hanging_llm() -> Iterator[HangingLLM]:
+    """An LLM that never answers."""
+    with HangingLLM() as server:
+        yield server
+
+
+class SlowQuery:
+    """A strategy over the real toolkit that runs one slow query and records how that call ended."""
+
+    name = "slow"
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.ended = threading.Event()
+        self.how = ""
+
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+        tools = Toolkit(kg, trace, timeout_s=120)
+        trace.emit("thought", text="one big count")
+        try:
+            ran = tools.execute_sparql(self.query)
+            self.how = ran.value.outcome.value
+        except RunCancelled:
+            self.how = "cancelled"
+            raise
+        finally:
+            self.ended.set()
+        return Answer(question, "slow", self.query, ran.value.table, "counted", trace)
+
+
+# -- item 2: a timed-out request frees its worker --------------------------------------------------
+
+
+def test_a_timed_out_ask_frees_its_slot_and_hangs_up_on_the_llm(
+    settings: Settings, tiny: KnowledgeGraph, hanging_llm: HangingLLM  # noqa: F811
+) -> None:
+    llm = LLMConfig(model="m", base_url=hanging_llm.base_url, api_key="test")
+    app = create_app(settings, ServeConfig(max_concurrent=3, request_timeout_s=1.5), kgs={"tiny": tiny}, llm=llm)
+    question = {"question": "Who manages Alice Wunderlich?", "strategy": "explore"}
+    with background(app) as url, httpx.Client(base_url=url, timeout=GUARD_S) as client:
+        with ThreadPoolExecutor(3) as pool:
+            codes = [r.status_code for r in pool.map(lambda _: client.post("/api/ask", json=question), range(3))]
+        assert codes == [504, 504, 504]
+        assert hanging_llm.requests == 3
+        health = client.get("/health").json()
+        assert health["active_runs"] == 0  # the slots are free the moment the requests gave up
+        ran = client.post("/api/sparql", json={"query": MANAGER_OF_ALICE})
+        assert ran.status_code == 200, ran.text
+        # The runs were cancelled inside their LLM calls: the connections close and the threads return.
+        assert wait_until(lambda: hanging_llm.open == 0), f"{hanging_llm.open} LLM connections still open"
+        assert wait_until(lambda: client.get("/health").json()["finishing_runs"] == 0)
+    assert hanging_llm.requests == 3  # cancelled, not retried
+
+
+def test_a_timed_out_ask_cancels_its_sparql_query(settings: Settings, tiny: KnowledgeGraph) -> None:  # noqa: F811
+    slow = SlowQuery(values_product(400, 3))  # 64 million rows: seconds of work for the engine
+    app = create_app(
+        settings, ServeConfig(request_timeout_s=1.0), kgs={"tiny": tiny}, strategy_factory=factory_with(slow=slow)
+    )
+    with background(app) as url, httpx.Client(base_url=url, timeout=GUARD_S) as client:
+        r = client.post("/api/ask", json={"question": "How many?", "strategy": "slow"})
+        assert r.status_code == 504
+        assert slow.ended.wait(GUARD_S)
+        assert slow.how == "cancelled"  # not a result that arrived after the request had given up
+        assert client.get("/health").json() | {"version": None} == {
+            "status": "ok", "version": None, "active_runs": 0, "finishing_runs": 0, "max_concurrent": 64
+        }
+
+
+# -- item 4: MCP over HTTP obeys the server's limits --------------------------------------------------
+
+
+def test_mcp_calls_share_the_api_slots_and_time_limit(
+    settings: Settings, tiny: KnowledgeGraph, hanging_llm: HangingLLM  # noqa: F811
+) -> None:
+    llm = LLMConfig(model="m", base_url=hanging_llm.base_url, api_key="test")
+    app = create_app(settings, ServeConfig(max_concurrent=8, request_timeout_s=20), kgs={"tiny": tiny}, llm=llm)
+    slow = values_product(100, 3)  # a million rows: a fraction of a second each, longer under load
+    seen_active: list[int] = []
+
+    async def one_client(url: str) -> list[tuple[bool, str]]:
+        async with Client(url + "/mcp") as client:
+            got = await asyncio.gather(*(client.call_tool("execute_sparql", {"query": slow}) for _ in range(3)))
+            return [(r.is_error, text_of(r)) for r in got]
+
+    async def load(url: str) -> list[tuple[bool, str]]:
+        async def watch(http: httpx.AsyncClient, stop: asyncio.Event) -> None:
+            while not stop.is_set():
+                seen_active.append((await http.get("/health")).json()["active_runs"])
+                await asyncio.sleep(0.05)
+
+        stop = asyncio.Event()
+        async with httpx.AsyncClient(base_url=url, timeout=GUARD_S) as http:
+            watcher = asyncio.create_task(watch(http, stop))
+            batches = await asyncio.gather(*(one_client(url) for _ in range(15)))
+            stop.set()
+            await watcher
+        return [r for b in batches for r in b]
+
+    async def ask(url: str) -> tuple[bool, str]:
+        async with Client(url + "/mcp") as client:
+            got = await asyncio.wait_for(client.call_tool("ask", {"question": "Who manages Alice?"}), GUARD_S)
+            return got.is_error, text_of(got)
+
+    with background(app) as url:
+        results = asyncio.run(load(url))
+        assert len(results) == 45
+        busy = [text for error, text in results if error and "busy" in text]
+        done = [text for error, text in results if not error]
+        assert busy and done and len(busy) + len(done) == 45, {t[:80] for _, t in results}
+        assert all("| 1000000 |" in text for text in done)
+        assert 0 < max(seen_active) <= 8
+        assert httpx.get(url + "/health").json()["active_runs"] == 0
+
+    app = create_app(settings, ServeConfig(request_timeout_s=2.0), kgs={"tiny": tiny}, llm=llm)
+    with background(app) as url:
+        is_error, text = asyncio.run(ask(url))
+        assert is_error and "no answer within the time limit of 2 s" in text
+        assert wait_until(lambda: hanging_llm.open == 0)
+        assert httpx.get(url + "/health").json()["active_runs"] == 0
+
+
+def free_port() -> int:
+    """A port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
