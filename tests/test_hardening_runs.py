@@ -5,12 +5,17 @@ The only timings asserted are generous hang guards."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -219,4 +224,78 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, in MB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def serve_env(home: Path) -> dict[str, str]:
+    """The environment of a `sparqlnav` process under the test home, with no LLM."""
+    env = {**os.environ, "SPARQLNAV_HOME": str(home)}
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SPARQLNAV_LLM_MODEL"):
+        env.pop(var, None)
+    return env
+
+
+@contextlib.contextmanager
+def serving(args: list[str], home: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`sparqlnav serve` as its own process on a free port; yields its URL and the process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparqlnav", "serve", *args, "--port", str(port), "--log-level", "warning"],
+        env=serve_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: _answers(url) or proc.poll() is not None, 60) and proc.poll() is None, (
+            proc.stderr.read() if proc.stderr and proc.poll() is not None else "no answer"
+        )
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+# -- item 5: huge rows stay typed and memory comes back -------------------------------------------------
+
+# One row, one literal of 16 MiB: a string doubled twenty times (any graph can compute it).
+HUGE_ROW = (
+    'SELECT ?x WHERE { BIND("0123456789abcdef" AS ?a0) '
+    + " ".join(f"BIND(CONCAT(?a{i}, ?a{i}) AS ?a{i + 1})" for i in range(20))
+    + " BIND(?a20 AS ?x) }"
+)
+
+
+def test_a_huge_row_is_cut_and_memory_comes_back(tiny_path: Path, sn_home: Path) -> None:  # noqa: F811
+    with serving(["--kg", f"tiny={tiny_path}"], sn_home) as (url, proc), httpx.Client(base_url=url, timeout=GUARD_S) as client:
+
+        def huge() -> httpx.Response:
+            return client.post("/api/sparql", json={"query": HUGE_ROW})
+
+        for _ in range(3):  # warm-up: imports, worker threads, the engine's first queries
+            first = huge()
+        assert first.status_code == 422 and first.json() == {
+            "outcome": "cut",
+            "detail": "cut: the result was cut at a cap (max 1048576 bytes per row) before its first complete row",
+        }
+        before = rss_mb(proc.pid)
+        with ThreadPoolExecutor(5) as pool:
+            outcomes = [r.json()["outcome"] for r in pool.map(lambda _: huge(), range(50))]
+        after = rss_mb(proc.pid)
+        assert outcomes == ["cut"] * 50
+        assert after - before < 64, f"server memory grew from {before:.0f} MB to {after:.0f} MB"
+        small = client.post("/api/sparql", json={"query": MANAGER_OF_ALICE})
+        assert small.status_code == 200 and small.json()["outcome"] == "ok"
 
