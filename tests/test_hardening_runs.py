@@ -15,7 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,13 +26,16 @@ from mcp import Client
 from sparqlnav.answer import Answer
 from sparqlnav.cancel import RunCancelled
 from sparqlnav.faces.http import ServeConfig, background, create_app
+from sparqlnav.faces.service import KGPool
+from sparqlnav.graph.endpoint import Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 from test_mcp import text_of
-from test_serve import MANAGER_OF_ALICE, factory_with, tiny, tiny_path  # noqa: F401 - fixtures
+from test_serve import EX, MANAGER_OF_ALICE, factory_with, tiny, tiny_path  # noqa: F401 - fixtures
 
 GUARD_S = 30.0  # hang guard: far beyond what any of these waits needs once fixed
 
@@ -299,3 +304,101 @@ def test_a_huge_row_is_cut_and_memory_comes_back(tiny_path: Path, sn_home: Path)
         small = client.post("/api/sparql", json={"query": MANAGER_OF_ALICE})
         assert small.status_code == 200 and small.json()["outcome"] == "ok"
 
+
+
+# -- item 9: SERVICE goes only to this run's graphs unless allowed -----------------------------------------
+
+
+def _federated(url: str) -> str:
+    return f"PREFIX ex: <{EX}> SELECT ?m WHERE {{ SERVICE <{url}> {{ ex:alice ex:manager ?m }} }}"
+
+
+def test_service_allows_only_this_runs_graphs_by_default(settings: Settings, tiny: KnowledgeGraph, tmp_path: Path) -> None:  # noqa: F811
+    other = tmp_path / "other.ttl"
+    other.write_text(f"<{EX}x> <{EX}y> <{EX}z> .\n", encoding="utf-8")
+    peer = tiny.endpoint.url  # a real SPARQL endpoint (the small graph's own server) to federate with
+    with open_kg(str(other), settings) as graph:
+        wikidata = graph.endpoint.query(_federated(settings.wikidata.sparql))
+        assert wikidata.outcome is Outcome.REFUSED
+        assert wikidata.message == (
+            f"refused: SERVICE <{settings.wikidata.sparql}> is not an allowed endpoint (allowed: none)"
+        )
+        assert graph.endpoint.url not in graph.endpoint.query(_federated(peer)).message  # its engine's address is private
+
+    allowing = Settings.from_env({"SPARQLNAV_HOME": str(settings.paths.home), "SPARQLNAV_ALLOWED_SERVICES": peer})
+    with open_kg(str(other), allowing) as graph:
+        ran = graph.endpoint.query(_federated(peer))
+        assert ran.outcome is Outcome.OK and [r["m"].value for r in ran.table.rows] == [f"{EX}bob"]
+
+    # A server's graphs may call each other (Wikidata among them when it is one), and nothing else.
+    pool = KGPool({"other": str(other), "peer": peer, "wd": "wikidata"}, settings)
+    try:
+        assert pool.settings.remote.allowed_services == (peer, settings.wikidata.sparql)
+        ran = pool.get("other").endpoint.query(_federated(peer))
+        assert ran.outcome is Outcome.OK and [r["m"].value for r in ran.table.rows] == [f"{EX}bob"]
+    finally:
+        pool.close()
+
+
+# -- item 11: input edges -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["serve", "--kg", "x=/nonexistent.ttl"], "error: --kg x: /nonexistent.ttl does not exist"),
+        (["serve", "--port", "99999"], "error: --port 99999 is not a port number (0 to 65535)"),
+        (["ask", ""], "error: no question: the question is empty"),
+        (["search", "  "], "error: nothing to search for: the text is empty"),
+    ],
+)
+def test_bad_command_lines_end_in_one_line(args: list[str], line: str, sn_home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sparqlnav", *args], env=serve_env(sn_home), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith(line) and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+class _Garbled(BaseHTTPRequestHandler):
+    """A SPARQL endpoint whose results are JSON nested a hundred thousand levels deep."""
+
+    def do_GET(self) -> None:
+        body = b'{"head":{"vars":["x"]},"results":{"bindings":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        """Quiet."""
+
+
+def test_garbled_and_invalid_text_are_typed(settings: Settings, tiny: KnowledgeGraph) -> None:  # noqa: F811
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbled)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with RemoteEndpoint(f"http://127.0.0.1:{server.server_address[1]}/sparql") as endpoint:
+            deep = endpoint.query("SELECT ?x WHERE { ?x ?p ?o }")
+        assert deep.outcome is Outcome.ENGINE_ERROR and "could not read the endpoint's results" in deep.message
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    app = create_app(settings, ServeConfig(), kgs={"tiny": tiny})
+    with background(app) as url, httpx.Client(base_url=url, timeout=GUARD_S) as client:
+        lone = client.post(
+            "/api/sparql",
+            content=b'{"query": "SELECT ?x WHERE { BIND(\\"a\\ud800\\" AS ?x) }"}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert lone.status_code == 400 and lone.json() == {
+            "outcome": "syntax_error",
+            "detail": "syntax_error: error at character 26: U+D800 is a lone surrogate, not a character",
+        }
+        root, page = client.get("/"), client.get("/static/index.html")
+        assert page.status_code == 200 and page.text == root.text
+        assert page.headers["content-security-policy"] == root.headers["content-security-policy"]
+        assert "script-src 'self'" in page.headers["content-security-policy"]

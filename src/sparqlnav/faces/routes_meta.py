@@ -61,6 +61,7 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
     root = web_dir()
 
     @router.get("/", include_in_schema=False)
+    @router.get("/static/index.html", include_in_schema=False)  # the same page by its file name: the same policy
     async def index() -> FileResponse:
         # Only our own files may load: the UI works offline and never reaches a CDN.
         return FileResponse(

@@ -138,6 +138,21 @@ class UnknownKG(SparqlnavError, KeyError):
         return str(self.args[0])
 
 
+def _allowing_peers(settings: Settings, specs: Iterable[str]) -> Settings:
+    """`settings` whose SERVICE allow-list also has the remote KGs this server offers (Wikidata among them),
+    so a query over one of its graphs may federate with another of them, and with nothing else."""
+    peers = []
+    for spec in (s.strip() for s in specs):
+        if spec == "wikidata":
+            peers.append(settings.wikidata.sparql)
+        elif spec.startswith(("http://", "https://")):
+            peers.append(spec)
+    if not peers:
+        return settings
+    remote = settings.remote.model_copy(update={"allowed_services": (*settings.remote.allowed_services, *peers)})
+    return settings.model_copy(update={"remote": remote})
+
+
 class KGPool:
     """The server's knowledge graphs by name, opened once (eagerly or on first use) and closed at shutdown."""
 
@@ -148,7 +163,7 @@ class KGPool:
         *,
         opened: Mapping[str, KnowledgeGraph] | None = None,
     ) -> None:
-        self.settings = settings
+        self.settings = _allowing_peers(settings, specs.values())
         self._specs = dict(specs)
         self._given = dict(opened or {})  # owned by the caller: never closed here
         self._open: dict[str, KnowledgeGraph] = dict(self._given)

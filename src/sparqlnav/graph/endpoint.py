@@ -256,13 +256,15 @@ class RemoteEndpoint:
         limits: Limits | None = None,
         http: HttpOptions | None = None,
         allowed_services: Iterable[str] = (),
+        allow_self: bool = True,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = url
         self.name = name or url
         self.limits = limits or Limits()
         self.http = http or HttpOptions()
-        self.allowed_services = [url, *allowed_services]
+        # A SERVICE clause may call this endpoint itself, unless its URL is private (a local store's server).
+        self.allowed_services = [url, *allowed_services] if allow_self else list(allowed_services)
         self._sleep = sleep
         self._client = httpx.Client(
             headers={"User-Agent": self.http.user_agent, **self.http.headers},
