@@ -222,6 +222,8 @@ def search(
     """Find entities and properties by label, alias or description."""
     from sparqlnav.tools.lookup import search as do_search
 
+    if not text.strip():
+        raise CliError("nothing to search for: the text is empty")
     with opened(kg, settings_for(timeout)) as graph:
         found = do_search(graph, text, entities=limit, properties=max(1, limit // 2))
         if json_output:
@@ -319,6 +321,8 @@ def ask(
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
+    if not question.strip():
+        raise CliError("no question: the question is empty")
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
@@ -708,6 +712,12 @@ def serve_command(
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
+    if port is not None and not 0 <= port <= 65535:
+        raise CliError(f"--port {port} is not a port number (0 to 65535)")
+    for name, spec in (specs or {}).items():
+        # Checked here: a KG that fails to open inside the server is reported with the server's traceback.
+        if not (spec in ("demo", "wikidata") or spec.startswith(("http://", "https://")) or Path(spec).expanduser().exists()):
+            raise CliError(f"--kg {name}: {spec} does not exist (give an RDF file or folder, an http(s):// endpoint, 'demo' or 'wikidata')")
     try:
         datasets = parse_pairs(dataset) if dataset else None
     except ValueError as exc:

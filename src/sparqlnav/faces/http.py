@@ -239,6 +239,7 @@ def create_app(
             llm=llm,
             strategy_factory=service.shared_strategy,
             default_strategy=config.strategy,
+            runner=service.run,  # the API's slots, time limit and accounting
         )
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
 

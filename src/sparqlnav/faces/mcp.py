@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from sparqlnav.cancel import check as check_cancelled
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
 from sparqlnav.retrieval.indexes import KGIndexes
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from sparqlnav.settings import Settings
 
 StrategyFactory = Callable[[str, "LLMConfig | None"], "Strategy"]
+# Runs a tool's blocking work: in the HTTP server, its bounded workers under its time limit (`Service.run`).
+Runner = Callable[[Callable[[], str]], Awaitable[str]]
 
 INSTRUCTIONS = (
     "Tools to explore an RDF knowledge graph and answer questions with SPARQL. Typical flow: `search` for "
@@ -92,12 +97,23 @@ def _observed(obs: Observation) -> str:
     return obs.text
 
 
-def _bound(declared: Tool, toolkit: Callable[[str | None], Toolkit], kg: inspect.Parameter) -> Callable[..., str]:
+async def _ran(runner: Runner, work: Callable[[], str]) -> str:
+    """`work` run by `runner`; the runner's refusals (busy, too late) reach the client as tool errors."""
+    try:
+        return await runner(work)
+    except SparqlnavError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _bound(
+    declared: Tool, toolkit: Callable[[str | None], Toolkit], kg: inspect.Parameter, runner: Runner
+) -> Callable[..., Awaitable[str]]:
     """The tool as a function of its own arguments plus `kg`, with that signature (the SDK derives the schema)."""
 
-    def call(**arguments: Any) -> str:
+    async def call(**arguments: Any) -> str:
         graph = arguments.pop("kg", None)
-        return _observed(declared(toolkit(graph), {k: v for k, v in arguments.items() if v is not None}))
+        given = {k: v for k, v in arguments.items() if v is not None}
+        return await _ran(runner, lambda: _observed(declared(toolkit(graph), given)))
 
     call.__name__ = declared.name
     call.__signature__ = declared.signature(kg)  # type: ignore[attr-defined]
@@ -128,9 +144,12 @@ def create_mcp_server(
     strategy_factory: StrategyFactory | None = None,
     default_strategy: str = "auto",
     log_level: str = "WARNING",
+    runner: Runner | None = None,
 ) -> tuple[MCPServer, McpTools]:
     """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
-    opened under the settings' home); `ask` is offered only when an LLM is configured."""
+    opened under the settings' home); `ask` is offered only when an LLM is configured. Every call's work is
+    done by `runner` (default: a thread of the SDK's own pool)."""
+    run_in: Runner = runner or anyio.to_thread.run_sync
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
     )
@@ -159,7 +178,7 @@ def create_mcp_server(
         "kg", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str | None, Field(description=kg_doc)], default=None
     )
     for declared in registry:
-        add(_bound(declared, toolkit, kg_param), declared.name, declared.description)
+        add(_bound(declared, toolkit, kg_param, run_in), declared.name, declared.description)
 
     if llm is not None:
         from sparqlnav.answer import run_question
@@ -168,13 +187,18 @@ def create_mcp_server(
         factory = strategy_factory or _cached(make_strategy)
         llm_config = llm
 
-        def ask(question: str, strategy: str = default_strategy, kg: str | None = None) -> str:
+        async def ask(question: str, strategy: str = default_strategy, kg: str | None = None) -> str:
+            return await _ran(run_in, lambda: answered(question, strategy, kg))
+
+        def answered(question: str, strategy: str, kg: str | None) -> str:
             graph = kg_of(kg)
             try:
                 chosen = factory(strategy, llm_config)
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
-            answer = run_question(chosen, question, graph)
+            trace = Trace()
+            trace.subscribe(lambda _: check_cancelled())  # every step of the run is a place to stop
+            answer = run_question(chosen, question, graph, trace)
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]

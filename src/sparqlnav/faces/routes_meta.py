@@ -30,7 +30,8 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
         return {
             "status": "ok",
             "version": __version__,
-            "active_runs": service.workers.active,
+            "active_runs": service.workers.active,  # runs a request (API or MCP) is waiting for
+            "finishing_runs": service.workers.finishing,  # given up on, their threads not yet returned
             "max_concurrent": service.workers.size,
         }
 
@@ -60,6 +61,7 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
     root = web_dir()
 
     @router.get("/", include_in_schema=False)
+    @router.get("/static/index.html", include_in_schema=False)  # the same page by its file name: the same policy
     async def index() -> FileResponse:
         # Only our own files may load: the UI works offline and never reaches a CDN.
         return FileResponse(

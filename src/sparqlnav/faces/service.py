@@ -18,6 +18,7 @@ from fastapi import HTTPException
 from fastapi.responses import Response
 
 from sparqlnav.answer import Answer, Strategy, run_question
+from sparqlnav.cancel import CancelSignal, bound
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
@@ -144,6 +145,21 @@ def _described(graph: KnowledgeGraph, paths: bool) -> str:
     return f"{graph.extra['triples']} triples"
 
 
+def _allowing_peers(settings: Settings, specs: Iterable[str]) -> Settings:
+    """`settings` whose SERVICE allow-list also has the remote KGs this server offers (Wikidata among them),
+    so a query over one of its graphs may federate with another of them, and with nothing else."""
+    peers = []
+    for spec in (s.strip() for s in specs):
+        if spec == "wikidata":
+            peers.append(settings.wikidata.sparql)
+        elif spec.startswith(("http://", "https://")):
+            peers.append(spec)
+    if not peers:
+        return settings
+    remote = settings.remote.model_copy(update={"allowed_services": (*settings.remote.allowed_services, *peers)})
+    return settings.model_copy(update={"remote": remote})
+
+
 class KGPool:
     """The server's knowledge graphs by name, opened once (eagerly or on first use) and closed at shutdown."""
 
@@ -154,7 +170,7 @@ class KGPool:
         *,
         opened: Mapping[str, KnowledgeGraph] | None = None,
     ) -> None:
-        self.settings = settings
+        self.settings = _allowing_peers(settings, specs.values())
         self._specs = dict(specs)
         self._given = dict(opened or {})  # owned by the caller: never closed here
         self._open: dict[str, KnowledgeGraph] = dict(self._given)
@@ -216,50 +232,77 @@ class Saturated(SparqlnavError):
     """Every worker slot is busy."""
 
 
-class RunCancelled(BaseException):
-    """Raised inside a run (at its next trace event) to stop it; a BaseException so strategies' `except
-    Exception` handlers do not swallow it."""
+class RunTimedOut(SparqlnavError):
+    """A run did not finish within the request time limit (it was cancelled and its slot freed)."""
 
 
 @dataclass
 class Job:
-    """A run in a worker thread: its live trace, its future, and a flag that stops it at the next step."""
+    """A run in a worker thread: its live trace, its future, and the signal that stops it."""
 
     trace: Trace
     future: concurrent.futures.Future[Answer]
-    stop: threading.Event
+    signal: CancelSignal
+    workers: Workers
 
     def cancel(self) -> None:
-        """Ask the run to stop at its next step (a blocking LLM or SPARQL call finishes first)."""
-        self.stop.set()
+        """Stop the run (at its next step or socket read) and free its worker slot now."""
+        self.signal.cancel()
+        self.workers.abandon(self.future)
 
 
 class Workers:
-    """A bounded pool of worker threads: a call beyond the bound is refused at once (Saturated), not queued."""
+    """A bounded pool of worker threads: a call beyond the bound is refused at once (Saturated), not queued.
 
-    def __init__(self, size: int) -> None:
+    `active` counts the runs some request still waits for. A request that gives up frees its slot at once
+    (`abandon`) and cancels its run, which stops at its next step or socket read; a call that cannot be
+    interrupted (a local index lookup) may keep its thread a moment longer. `finishing` counts those; they run
+    on `spare` extra threads so they delay nobody, and only when the spare is used up too are calls refused.
+    """
+
+    def __init__(self, size: int, spare: int | None = None) -> None:
         self.size = size
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=size, thread_name_prefix="sparqlnav-run")
+        self.spare = size if spare is None else spare
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=size + self.spare, thread_name_prefix="sparqlnav-run"
+        )
         self._lock = threading.Lock()
-        self.active = 0
+        self._held: set[concurrent.futures.Future[Any]] = set()
+        self._finishing: set[concurrent.futures.Future[Any]] = set()
+
+    @property
+    def active(self) -> int:
+        """Runs a request is waiting for (the slots in use)."""
+        return len(self._held)
+
+    @property
+    def finishing(self) -> int:
+        """Runs given up on whose threads have not returned yet."""
+        return len(self._finishing)
 
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """Run `fn` in a worker; raise Saturated when all are busy."""
+        """Run `fn` in a worker; raise Saturated when all slots are busy."""
         with self._lock:
-            if self.active >= self.size:
+            if len(self._held) >= self.size:
                 raise Saturated(f"the server is busy ({self.size} runs in progress); try again shortly")
-            self.active += 1
-        try:
+            if len(self._held) + len(self._finishing) >= self.size + self.spare:
+                raise Saturated(f"the server is busy ({len(self._finishing)} cancelled runs still finishing); try again shortly")
             future = self._pool.submit(fn)
-        except RuntimeError:
-            self._release(None)
-            raise
+            self._held.add(future)
         future.add_done_callback(self._release)
         return future
 
-    def _release(self, _: object) -> None:
+    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
+        """The request gave up on this run: its slot is free from now on, whenever its thread returns."""
         with self._lock:
-            self.active -= 1
+            if future in self._held and not future.done():
+                self._held.discard(future)
+                self._finishing.add(future)
+
+    def _release(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._held.discard(future)
+            self._finishing.discard(future)
 
     def close(self) -> None:
         """Stop taking work; running calls finish on their own."""
@@ -364,19 +407,15 @@ class Service:
     ) -> Job:
         """Start a run in a worker; HTTP 503 when all workers are busy."""
         trace = Trace()
-        stop = threading.Event()
+        signal = CancelSignal()
         for listener in listeners:
             trace.subscribe(listener)
-
-        def stop_if_asked(_: Event) -> None:
-            if stop.is_set():
-                raise RunCancelled()
-
-        trace.subscribe(stop_if_asked)
+        trace.subscribe(lambda _: signal.check())  # every step of the run is a place to stop
 
         def work() -> Answer:
             graph = self.pool.get(kg_name)
-            answer = run_question(strategy, question, graph, trace)
+            with bound(signal):
+                answer = run_question(strategy, question, graph, trace)
             answer.extra.setdefault("kg", kg_name)
             answer.extra["display"] = display(graph, answer.results)
             u = trace.usage
@@ -401,19 +440,37 @@ class Service:
             future = self.workers.submit(work)
         except Saturated as exc:
             raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
-        return Job(trace, future, stop)
+        return Job(trace, future, signal, self.workers)
 
-    async def call(self, fn: Callable[[], T], timeout_s: float | None = None) -> T:
-        """Run blocking work in a worker under the request time limit (HTTP 503 when busy, 504 when late)."""
-        try:
-            future = self.workers.submit(fn)
-        except Saturated as exc:
-            raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
+    async def run(self, fn: Callable[[], T], timeout_s: float | None = None) -> T:
+        """Run blocking work in a worker under the request time limit, as every face's calls do (the API's
+        routes and MCP's tools): Saturated when every slot is busy, RunTimedOut when late, and a late or
+        abandoned call is cancelled and frees its slot at once."""
+        signal = CancelSignal()
+
+        def work() -> T:
+            with bound(signal):
+                return fn()
+
+        future = self.workers.submit(work)
         limit = timeout_s or self.config.request_timeout_s
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), limit)
         except TimeoutError:
-            raise HTTPException(504, f"no answer within the time limit of {limit:g} s") from None
+            raise RunTimedOut(f"no answer within the time limit of {limit:g} s") from None
+        finally:
+            if not future.done():
+                signal.cancel()
+                self.workers.abandon(future)
+
+    async def call(self, fn: Callable[[], T], timeout_s: float | None = None) -> T:
+        """`run` for the API's routes: HTTP 503 when busy, 504 when late."""
+        try:
+            return await self.run(fn, timeout_s)
+        except Saturated as exc:
+            raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
+        except RunTimedOut as exc:
+            raise HTTPException(504, str(exc)) from None
 
     async def finish(self, job: Job) -> Answer:
         """Wait for a run under the request time limit; errors become HTTP errors with one-line messages."""

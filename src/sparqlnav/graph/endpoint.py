@@ -26,11 +26,17 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, check_query, tokens
+from sparqlnav.transport import guarded_transport
 from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_ROW_BYTES = 1024 * 1024
+# JSON bodies up to this size are parsed whole by the json module (fast); longer ones term by term by
+# pyoxigraph, so memory stays near this size plus one row whatever the endpoint sends.
+WHOLE_JSON_BYTES = 4 * 1024 * 1024
+_ROW_SLACK = 256 * 1024  # read-ahead of the parser's buffers: a row is measured this loosely
 USER_AGENT = f"sparqlnav/{__version__} (+https://github.com/sparqlnav/sparqlnav)"
 
 
@@ -42,6 +48,7 @@ class Outcome(enum.StrEnum):
     SYNTAX_ERROR = "syntax_error"
     TIMEOUT = "timeout"
     REFUSED = "refused"
+    CUT = "cut"  # a cap cut the result before its first complete row: it ran, but nothing usable came back
     ENGINE_ERROR = "engine_error"
     UNREACHABLE = "unreachable"
 
@@ -83,6 +90,7 @@ class Limits:
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)
     max_rows: int = Field(default=DEFAULT_MAX_ROWS, ge=1)
     max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
+    max_row_bytes: int = Field(default=DEFAULT_MAX_ROW_BYTES, ge=1)  # one row (or triple): a huge literal
 
 
 @runtime_checkable
@@ -150,62 +158,76 @@ class _Deadline(Exception):
 
 
 class _CappedReader(io.RawIOBase):
-    """File-like view of a streamed HTTP body that stops at a byte cap and at a deadline."""
+    """File-like view of a streamed HTTP body that stops at a byte cap, at a deadline, and when one row runs
+    past the row cap (the parser says where rows start by setting `row_start` to `handed`)."""
 
-    def __init__(self, chunks: Iterable[bytes], max_bytes: int, deadline: float) -> None:
+    def __init__(self, chunks: Iterable[bytes], max_bytes: int, deadline: float, max_row_bytes: int | None = None) -> None:
         self._chunks = iter(chunks)
         self._buffer = b""
         self._max = max_bytes
         self._deadline = deadline
-        self.read_bytes = 0
+        self._max_row = max_row_bytes
+        self.read_bytes = 0  # taken from the body
+        self.handed = 0  # given to the parser
+        self.row_start = 0
         self.hit_cap = False
+        self.hit_row_cap = False
+        self.ended = False  # the body ended before any cap
         self.last = b""  # the tail of the body, to recognise an error written after a 200 status
 
     def readable(self) -> bool:
         return True
 
-    def read_all(self) -> bytes:
-        """Everything up to the cap (or the end), checking the deadline between chunks."""
+    def _next(self) -> bytes:
+        """The next chunk within the cap; b"" at the end or the cap."""
+        if time.monotonic() > self._deadline:
+            raise _Deadline()
+        if self.read_bytes >= self._max:
+            self.hit_cap = True
+            return b""
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self.ended = True
+            return b""
+        room = self._max - self.read_bytes
+        if len(chunk) > room:
+            chunk = chunk[:room]
+        self.read_bytes += len(chunk)
+        self.last = (self.last + chunk)[-2048:]
+        return chunk
+
+    def read_all(self, limit: int | None = None) -> bytes:
+        """Everything up to the cap, the end, or about `limit` bytes, checking the deadline between chunks;
+        what it returns is not seen again by `readinto` unless given back with `unread`."""
         parts = [self._buffer]
+        size = len(self._buffer)
         self._buffer = b""
-        while True:
-            if time.monotonic() > self._deadline:
-                raise _Deadline()
-            if self.read_bytes >= self._max:
-                self.hit_cap = True
+        while limit is None or size < limit:
+            chunk = self._next()
+            if not chunk:
                 break
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                break
-            room = self._max - self.read_bytes
-            if len(chunk) > room:
-                chunk = chunk[:room]
-            self.read_bytes += len(chunk)
             parts.append(chunk)
-            self.last = (self.last + chunk)[-2048:]
+            size += len(chunk)
         return b"".join(parts)
 
+    def unread(self, data: bytes) -> None:
+        """Put bytes taken by `read_all` back in front of the rest."""
+        self._buffer = data + self._buffer
+
     def readinto(self, b: Any) -> int:
+        if self._max_row is not None and self.handed - self.row_start > self._max_row + _ROW_SLACK:
+            self.hit_row_cap = True  # one row is longer than the row cap: end the body here
+            return 0
         while not self._buffer:
-            if time.monotonic() > self._deadline:
-                raise _Deadline()
-            if self.read_bytes >= self._max:
-                self.hit_cap = True
+            chunk = self._next()
+            if not chunk:
                 return 0
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                return 0
-            room = self._max - self.read_bytes
-            if len(chunk) > room:
-                chunk = chunk[:room]
-            self.read_bytes += len(chunk)
             self._buffer = chunk
-            self.last = (self.last + chunk)[-2048:]
         n = min(len(b), len(self._buffer))
         b[:n] = self._buffer[:n]
         self._buffer = self._buffer[n:]
+        self.handed += n
         return n
 
 
@@ -234,16 +256,20 @@ class RemoteEndpoint:
         limits: Limits | None = None,
         http: HttpOptions | None = None,
         allowed_services: Iterable[str] = (),
+        allow_self: bool = True,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = url
         self.name = name or url
         self.limits = limits or Limits()
         self.http = http or HttpOptions()
-        self.allowed_services = [url, *allowed_services]
+        # A SERVICE clause may call this endpoint itself, unless its URL is private (a local store's server).
+        self.allowed_services = [url, *allowed_services] if allow_self else list(allowed_services)
         self._sleep = sleep
         self._client = httpx.Client(
-            headers={"User-Agent": self.http.user_agent, **self.http.headers}, follow_redirects=True
+            headers={"User-Agent": self.http.user_agent, **self.http.headers},
+            follow_redirects=True,
+            transport=guarded_transport(),  # a cancelled run stops waiting for its query at once
         )
 
     def close(self) -> None:
@@ -260,6 +286,11 @@ class RemoteEndpoint:
         """Run one query under the time, row and byte limits."""
         start = time.monotonic()
         limit = timeout_s if timeout_s is not None else self.limits.timeout_s
+        try:
+            sparql.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate (e.g. from a JSON "\ud800"): no engine can read it
+            message = f"error at character {exc.start + 1}: U+{ord(sparql[exc.start]):04X} is a lone surrogate, not a character"
+            return QueryResult(sparql, Outcome.SYNTAX_ERROR, message=message, endpoint=self.name)
         try:
             form = check_query(sparql, self.allowed_services)
         except Refused as exc:
@@ -351,7 +382,9 @@ class RemoteEndpoint:
                     message=f"HTTP {response.status_code}: {message}",
                     endpoint=self.name,
                 )
-            reader = _CappedReader(response.iter_bytes(), self.limits.max_bytes, deadline)
+            reader = _CappedReader(
+                response.iter_bytes(), self.limits.max_bytes, deadline, self.limits.max_row_bytes
+            )
             if form in ("SELECT", "ASK"):
                 return self._parse_results(sparql, response, reader)
             return self._parse_graph(sparql, response, reader)
@@ -372,11 +405,11 @@ class RemoteEndpoint:
             "text/tab-separated-values": ox.QueryResultsFormat.TSV,
         }.get(ctype, ox.QueryResultsFormat.JSON)
         if fmt == ox.QueryResultsFormat.JSON:
-            body = reader.read_all()
-            if not reader.hit_cap:
+            body = reader.read_all(WHOLE_JSON_BYTES)
+            if reader.ended:
                 return self._parse_json(sparql, body, reader)
-            reader = _CappedReader([body], len(body), float("inf"))
-            reader.hit_cap = True  # the bytes are all we will get: a parse error below means truncation
+            reader.unread(body)  # too long to hold whole: parsed row by row below
+            del body
         buffered = io.BufferedReader(reader, buffer_size=65536)
         table = ResultTable()
         try:
@@ -384,19 +417,21 @@ class RemoteEndpoint:
             if isinstance(parsed, ox.QueryBoolean):
                 return _finish(sparql, ResultTable(boolean=bool(parsed)), self.name)
             table.vars = [v.value for v in parsed.variables]
+            reader.row_start = reader.handed
             for solution in parsed:
                 if len(table.rows) >= self.limits.max_rows:
                     table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
                     break
-                table.rows.append(
-                    {
-                        v: Term.from_oxigraph(solution[v])
-                        for v in table.vars
-                        if solution[v] is not None
-                    }
-                )
+                row = {v: Term.from_oxigraph(solution[v]) for v in table.vars if solution[v] is not None}
+                if _row_bytes(row) > self.limits.max_row_bytes:
+                    self._cut_row(table)
+                    break
+                table.rows.append(row)
+                reader.row_start = reader.handed
         except SyntaxError as exc:
-            if reader.hit_cap:
+            if reader.hit_row_cap:
+                self._cut_row(table)
+            elif reader.hit_cap:
                 table.truncated, table.cap = True, f"max {self.limits.max_bytes} bytes"
             else:
                 tail = _tail_text(reader)
@@ -412,6 +447,10 @@ class RemoteEndpoint:
                 )
         return _finish(sparql, table, self.name)
 
+    def _cut_row(self, table: ResultTable) -> None:
+        """Mark `table` cut at a row longer than the row cap (the rows before it stay)."""
+        table.truncated, table.cap = True, f"max {self.limits.max_row_bytes} bytes per row"
+
     def _parse_json(self, sparql: str, body: bytes, reader: _CappedReader) -> QueryResult:
         """Complete SPARQL JSON results: parsed by the json module, which is faster than term-by-term streaming."""
         try:
@@ -420,7 +459,8 @@ class RemoteEndpoint:
                 return _finish(sparql, ResultTable(boolean=bool(data["boolean"])), self.name)
             bindings = data["results"]["bindings"]
             table = ResultTable(vars=list(data.get("head", {}).get("vars") or []))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            # RecursionError: JSON nested beyond the parser's depth is garbled results, not a lost connection.
             tail = _tail_text(reader)
             if _looks_like_timeout(tail):
                 return QueryResult(sparql, Outcome.TIMEOUT, message=tail.strip()[:500], endpoint=self.name)
@@ -431,8 +471,13 @@ class RemoteEndpoint:
             bindings = bindings[: self.limits.max_rows]
             table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
         try:
-            table.rows = [{k: _json_term(v) for k, v in b.items()} for b in bindings]
-        except (ValueError, KeyError, TypeError) as exc:
+            for b in bindings:
+                row = {k: _json_term(v) for k, v in b.items()}
+                if _row_bytes(row) > self.limits.max_row_bytes:
+                    self._cut_row(table)
+                    break
+                table.rows.append(row)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return QueryResult(sparql, Outcome.ENGINE_ERROR, message=f"malformed result term: {exc}", endpoint=self.name)
         return _finish(sparql, table, self.name)
 
@@ -448,14 +493,20 @@ class RemoteEndpoint:
                 if len(table.rows) >= self.limits.max_rows:
                     table.truncated, table.cap = True, f"max {self.limits.max_rows} rows"
                     break
-                table.rows.append(
-                    {
-                        "subject": Term.from_oxigraph(quad.subject),
-                        "predicate": Term.from_oxigraph(quad.predicate),
-                        "object": Term.from_oxigraph(quad.object),
-                    }
-                )
+                row = {
+                    "subject": Term.from_oxigraph(quad.subject),
+                    "predicate": Term.from_oxigraph(quad.predicate),
+                    "object": Term.from_oxigraph(quad.object),
+                }
+                if _row_bytes(row) > self.limits.max_row_bytes:
+                    self._cut_row(table)
+                    break
+                table.rows.append(row)
+                reader.row_start = reader.handed
         except SyntaxError as exc:
+            if reader.hit_row_cap:
+                self._cut_row(table)
+                return _finish(sparql, table, self.name)
             if not reader.hit_cap:
                 return QueryResult(
                     sparql,
@@ -530,9 +581,18 @@ _WATCHDOG = _Watchdog()
 
 
 def _finish(sparql: str, table: ResultTable, name: str) -> QueryResult:
+    if table.is_empty and table.truncated:
+        # Not "no rows": rows exist, and the first was already over a cap.
+        message = f"the result was cut at a cap ({table.cap}) before its first complete row"
+        return QueryResult(sparql, Outcome.CUT, table=table, message=message, endpoint=name)
     table.vars = star_order(sparql, table.vars)
     outcome = Outcome.EMPTY if table.is_empty else Outcome.OK
     return QueryResult(sparql, outcome, table=table, endpoint=name)
+
+
+def _row_bytes(row: dict[str, Term]) -> int:
+    """About how many bytes a row takes (its terms' text)."""
+    return sum(len(t.value) + len(t.datatype or "") + len(t.lang or "") for t in row.values())
 
 
 def star_order(sparql: str, result_vars: list[str]) -> list[str]:

@@ -112,7 +112,7 @@ def open_local(
         info,
         name=name,
         limits=settings.limits,
-        allowed_services=[*settings.remote.allowed_services, settings.wikidata.sparql],
+        allowed_services=settings.remote.allowed_services,  # nothing outside unless the user allows it
         http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers, retries=0),
     )
     return KnowledgeGraph(
@@ -176,7 +176,7 @@ def open_remote(
         url,
         limits=settings.limits,
         http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
-        allowed_services=[*settings.remote.allowed_services, settings.wikidata.sparql],
+        allowed_services=settings.remote.allowed_services,  # nothing outside unless the user allows it
     )
     probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")
     if probe.outcome in (Outcome.UNREACHABLE,):

@@ -460,7 +460,8 @@ class LocalGraph:
             # No retries: a local server that is busy or gone is restarted here, not waited for.
             http = self._http or HttpOptions(retries=0)
             self._remote = RemoteEndpoint(
-                url, name=self.name, limits=self.limits, http=http, allowed_services=self._allowed
+                url, name=self.name, limits=self.limits, http=http, allowed_services=self._allowed,
+                allow_self=False,  # the server's loopback URL is ours alone: never named in a refusal
             )
         return self._remote
 

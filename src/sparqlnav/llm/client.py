@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.llm.deadline import Deadline, sdk_transport
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
+from sparqlnav.transport import Deadline, guarded_transport, sdk_http
 
 if TYPE_CHECKING:
     import openai  # imported when a client is made: it takes a second, and many runs need no LLM
@@ -783,16 +783,19 @@ class LLMClient:
         key = config.api_key.get_secret_value() if config.api_key else ""
         import openai
 
-        # Every request ends at its deadline, however slowly the server drips its answer.
+        # Every request ends at its deadline however slowly the server drips its answer, and a request of a
+        # cancelled run stops waiting at once (a request that gave up must not keep a hanging call alive).
         self._deadline = Deadline()
-        http, transport = sdk_transport(self._deadline)
+        http = sdk_http()
         # Our own retry loop (max_retries=0 here) so retries are visible, bounded and testable.
         self._sdk = openai.OpenAI(
             api_key=key or NO_KEY_PLACEHOLDER,
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=0,
-            http_client=http.Client(transport=transport, timeout=config.timeout_s, follow_redirects=True),
+            http_client=http.Client(
+                transport=guarded_transport(http, self._deadline), timeout=config.timeout_s, follow_redirects=True
+            ),
         )
 
     # -- lifecycle

@@ -1,12 +1,15 @@
-"""HTTP requests that end at an overall deadline, however slowly the server sends.
+"""HTTP transports whose sockets keep two promises: a request ends at its overall deadline, however slowly
+the server sends, and a request of a cancelled run stops waiting at once.
 
-httpx's timeouts are per socket operation: a server that sends one byte every few seconds never trips
-them. Here every connect, read and write of a transport's connections is cut to the time left before
-the deadline set around the request (`Deadline.within`), so the request ends when its time is up, with
-the HTTP library's own timeout exceptions.
+httpx's timeouts are per socket operation: a server that sends one byte every few seconds never trips them,
+and a blocking read does not look at anything else while it waits. Here every connect, read and write of a
+transport's connections is cut to the time left before the deadline set around the request
+(`Deadline.within`), and reads wait in slices of `POLL_S`, checking the current run's cancel signal
+(`sparqlnav.cancel`) between them; the connection pool closes the connection on either exception, so the server
+sees the client go.
 
-The OpenAI SDK is built on httpx (openai 1.x) or on its successor httpx2 (openai 3.x), which have the
-same API; `sdk_transport` makes the transport for whichever the installed SDK uses.
+The OpenAI SDK is built on httpx (openai 1.x) or on its fork httpx2 (openai 3.x), which share the API:
+`sdk_http()` names the one the installed SDK uses, `guarded_transport(http)` makes a transport of either.
 """
 
 from __future__ import annotations
@@ -19,7 +22,14 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-__all__ = ["Deadline", "deadline_transport", "sdk_transport"]
+import httpx
+
+from sparqlnav.cancel import check as check_cancelled
+from sparqlnav.cancel import current as current_signal
+
+__all__ = ["POLL_S", "Deadline", "guarded_transport", "sdk_http"]
+
+POLL_S = 0.2  # how often a waiting read looks at the run's cancel signal
 
 # The connection library under each HTTP client library.
 _CORE = {"httpx": "httpcore", "httpx2": "httpcore2"}
@@ -51,19 +61,35 @@ class Deadline:
         return left if timeout is None else min(timeout, left)
 
 
+_NO_DEADLINE = Deadline()  # never set: timeouts pass through unchanged
+
+
 class _Stream:
-    """A connection whose every socket operation ends by the deadline (httpcore's NetworkStream)."""
+    """A connection (httpcore's NetworkStream) whose socket operations keep the deadline and whose reads notice
+    a cancelled run."""
 
     def __init__(self, inner: Any, deadline: Deadline, core: ModuleType) -> None:
         self._inner, self._deadline, self._core = inner, deadline, core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        """Read, waiting no longer than the deadline allows."""
-        data: bytes = self._inner.read(max_bytes, self._deadline.cut(timeout, self._core.ReadTimeout))
-        return data
+        """Read, waiting no longer than the deadline allows and stopping when the run is cancelled."""
+        timeout = self._deadline.cut(timeout, self._core.ReadTimeout)
+        if current_signal() is None:
+            return bytes(self._inner.read(max_bytes, timeout))
+        until = None if timeout is None else time.monotonic() + timeout
+        while True:
+            check_cancelled()
+            left = None if until is None else until - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._core.ReadTimeout("timed out")
+            try:
+                return bytes(self._inner.read(max_bytes, POLL_S if left is None else min(left, POLL_S)))
+            except self._core.ReadTimeout:
+                continue  # a read that timed out consumed nothing (plain sockets and TLS alike): wait again
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         """Write, waiting no longer than the deadline allows."""
+        check_cancelled()
         self._inner.write(buffer, self._deadline.cut(timeout, self._core.WriteTimeout))
 
     def close(self) -> None:
@@ -81,10 +107,10 @@ class _Stream:
 
 
 class _Backend:
-    """Opens connections as httpcore does, wrapped to keep the deadline (httpcore's NetworkBackend)."""
+    """Opens connections as httpcore does, wrapped to keep the deadline and notice cancellation."""
 
-    def __init__(self, deadline: Deadline, core: ModuleType) -> None:
-        self._inner, self._deadline, self._core = core.SyncBackend(), deadline, core
+    def __init__(self, inner: Any, deadline: Deadline, core: ModuleType) -> None:
+        self._inner, self._deadline, self._core = inner, deadline, core
 
     def connect_tcp(
         self,
@@ -95,9 +121,9 @@ class _Backend:
         socket_options: Iterable[Any] | None = None,
     ) -> _Stream:
         """Connect, waiting no longer than the deadline allows."""
+        check_cancelled()
         cut = self._deadline.cut(timeout, self._core.ConnectTimeout)
-        stream = self._inner.connect_tcp(host, port, cut, local_address, socket_options)
-        return _Stream(stream, self._deadline, self._core)
+        return _Stream(self._inner.connect_tcp(host, port, cut, local_address, socket_options), self._deadline, self._core)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
@@ -111,27 +137,20 @@ class _Backend:
         self._inner.sleep(seconds)
 
 
-def deadline_transport(deadline: Deadline, http: ModuleType) -> Any:
-    """`http.HTTPTransport` (httpx or httpx2) whose connections keep `deadline`; httpx's default limits."""
+def guarded_transport(http: ModuleType = httpx, deadline: Deadline | None = None, **options: Any) -> Any:
+    """`http.HTTPTransport(**options)` (httpx or httpx2) whose connections keep `deadline` (if any) and notice a
+    cancelled run."""
     core = import_module(_CORE[http.__name__])
-    transport = http.HTTPTransport()
-    # The transport's pool is the one place its sockets are opened; it is replaced by an equal pool
-    # (httpx's default limits) whose sockets keep the deadline. Exceptions and responses stay httpx's.
-    transport._pool.close()
-    transport._pool = core.ConnectionPool(
-        ssl_context=http.create_ssl_context(),
-        max_connections=100,
-        max_keepalive_connections=20,
-        keepalive_expiry=5.0,
-        network_backend=_Backend(deadline, core),
-    )
+    transport = http.HTTPTransport(**options)
+    pool = transport._pool  # the libraries offer no other way to give their pool a network backend
+    if isinstance(pool, core.ConnectionPool):
+        pool._network_backend = _Backend(pool._network_backend, deadline or _NO_DEADLINE, core)
     return transport
 
 
-def sdk_transport(deadline: Deadline) -> tuple[ModuleType, Any]:
-    """The HTTP library the installed OpenAI SDK is built on, and a transport of it keeping `deadline`."""
+def sdk_http() -> ModuleType:
+    """The HTTP library the installed OpenAI SDK is built on (httpx or httpx2)."""
     import openai
 
     client_class = next(c for c in openai.DefaultHttpxClient.__mro__[1:] if c.__name__ == "Client")
-    http = import_module(client_class.__module__.partition(".")[0])
-    return http, deadline_transport(deadline, http)
+    return import_module(client_class.__module__.partition(".")[0])
