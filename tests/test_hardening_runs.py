@@ -118,7 +118,7 @@ class SlowQuery:
         self.ended = threading.Event()
         self.how = ""
 
-    def run(self, question: str, kg: KnowledgeGraph, trace: Trace) -> Answer:
+    def run(self, question: str, kg: KnowledgeGraph, trace: Trace, context: object = None) -> Answer:
         tools = Toolkit(kg, trace, timeout_s=120)
         trace.emit("thought", text="one big count")
         try:
