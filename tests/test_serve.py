@@ -130,6 +130,7 @@ def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
 def app_for(settings: Settings, tiny: KnowledgeGraph, **config: Any) -> Any:
     """An app over the small graph, with a fresh gated strategy reachable as `app.state.gated`."""
     gated = Gated()
+    config.setdefault("allowed_hosts", ("testserver",))  # the Host TestClient sends
     app = create_app(settings, ServeConfig(**config), kgs={"tiny": tiny}, strategy_factory=factory_with(gated=gated))
     app.state.gated = gated
     return app
@@ -452,6 +453,7 @@ def test_app_factory_reads_the_environment(tiny_path: Path, sn_home: Path, monke
     monkeypatch.setenv("SPARQLNAV_HOME", str(sn_home))
     monkeypatch.setenv("SPARQLNAV_KG", f"people={tiny_path}")
     monkeypatch.setenv("SPARQLNAV_STRATEGY", "lexical")
+    monkeypatch.setenv("SPARQLNAV_ALLOWED_HOSTS", "testserver")  # the Host TestClient sends
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "SPARQLNAV_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)
     root = logging.getLogger()

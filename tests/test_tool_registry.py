@@ -52,7 +52,7 @@ def mcp_tools(settings: Settings, kg: KnowledgeGraph) -> dict[str, tuple[str, li
 
 def http_tools(settings: Settings, kg: KnowledgeGraph) -> dict[str, tuple[str, list[str]]]:
     """The tool routes as the app's OpenAPI document describes them."""
-    with TestClient(create_app(settings, ServeConfig(mcp=False), kgs={"tiny": kg})) as client:
+    with TestClient(create_app(settings, ServeConfig(mcp=False, allowed_hosts=("testserver",)), kgs={"tiny": kg})) as client:
         doc = client.get("/openapi.json").json()
     out: dict[str, tuple[str, list[str]]] = {}
     for path, ops in doc["paths"].items():

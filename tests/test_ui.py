@@ -185,3 +185,38 @@ def test_ui_streams_steps_and_reruns_sparql(
     assert scripted_llm.problems == []
     for name in ("ask.png", "sparql.png"):
         assert (shots / name).stat().st_size > 10_000
+
+
+HOSTILE_IRIS = "SELECT ?x WHERE { VALUES ?x { <javascript:window.pwned=1> <https://example.org/safe> <urn:x-hostile:1> } }"
+
+
+def test_only_web_iris_become_links(settings: Settings, tiny: KnowledgeGraph, browser_page: Any) -> None:
+    page = browser_page
+    with background(create_app(settings, ServeConfig(mcp=False), kgs={"tiny": tiny})) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("body[data-ready=true]")
+        page.click("#mode-sparql")
+        page.locator("#sparql-view textarea").fill(HOSTILE_IRIS)
+        page.click("#sparql-run")
+        page.wait_for_selector("#sparql-results table")
+        cells = page.locator("#sparql-results td .iri")
+        assert cells.count() == 3
+        tags = page.eval_on_selector_all(
+            "#sparql-results td .iri", "els => els.map(e => [e.tagName, e.dataset.iri, e.getAttribute('href')])"
+        )
+        assert tags == [
+            ["SPAN", "javascript:window.pwned=1", None],
+            ["A", "https://example.org/safe", "https://example.org/safe"],
+            ["SPAN", "urn:x-hostile:1", None],
+        ]
+        assert page.locator("a[href^='javascript' i]").count() == 0
+        assert "javascript:window.pwned=1" in page.inner_text("#sparql-results")  # shown as text
+
+        # Clicking the text opens the entity panel, whose raw IRI is text as well, and runs nothing.
+        page.click("#sparql-results td span.iri >> nth=0")
+        page.wait_for_selector("#entity-body .iri-raw")
+        raw = page.locator("#entity-body .iri-raw")
+        assert raw.evaluate("e => e.tagName") == "SPAN" and raw.inner_text() == "javascript:window.pwned=1"
+        assert page.locator("a[href^='javascript' i]").count() == 0
+        assert page.evaluate("window.pwned") is None and page.url == url + "/"
+    assert page.outside == []

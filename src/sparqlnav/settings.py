@@ -3,6 +3,7 @@ that is passed down explicitly. Library code never reads the environment (a ruff
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -60,6 +61,8 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "token"): ("SPARQLNAV_API_TOKEN",),
     ("serve", "rate_limit"): ("SPARQLNAV_RATE_LIMIT",),
     ("serve", "cors_origins"): ("SPARQLNAV_CORS_ORIGINS",),
+    ("serve", "allowed_hosts"): ("SPARQLNAV_ALLOWED_HOSTS",),
+    ("serve", "trusted_proxies"): ("SPARQLNAV_TRUSTED_PROXIES",),
     ("serve", "request_timeout_s"): ("SPARQLNAV_REQUEST_TIMEOUT",),
     ("serve", "max_concurrent"): ("SPARQLNAV_MAX_CONCURRENT",),
     ("serve", "log_level"): ("SPARQLNAV_LOG_LEVEL",),
@@ -145,14 +148,26 @@ class ServeSettings(_Part):
     token: SecretStr | None = None
     rate_limit: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # 0: off
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered without a token, besides loopback ones
+    trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
     request_timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     max_concurrent: int = Field(default=64, ge=1)
     log_level: LogLevel = "INFO"
 
-    @field_validator("kgs", "datasets", "cors_origins", mode="before")
+    @field_validator("kgs", "datasets", "cors_origins", "allowed_hosts", "trusted_proxies", mode="before")
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return _words(value)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)") from None
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

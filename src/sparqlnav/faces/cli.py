@@ -691,6 +691,8 @@ def serve_command(
     token: Annotated[str | None, typer.Option("--token", help="Require 'Authorization: Bearer TOKEN' on /api, /mcp and /text2sparql.")] = None,
     rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Requests per minute per client (0: off; default off on localhost, 120 otherwise).")] = None,
     cors: Annotated[list[str] | None, typer.Option("--cors", help="An origin allowed to call the API from a browser (repeatable).")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="A host name the server answers to without a token, besides loopback ones (repeatable).")] = None,
+    trusted_proxy: Annotated[list[str] | None, typer.Option("--trusted-proxy", help="A proxy address or network whose X-Forwarded-For is believed (repeatable).")] = None,
     request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
     max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
     timeout: TimeoutOpt = None,
@@ -702,6 +704,7 @@ def serve_command(
     """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
     import uvicorn
 
+    from sparqlnav.faces.access import Networks
     from sparqlnav.faces.http import (
         ServeConfig,
         configure_logging,
@@ -731,12 +734,18 @@ def serve_command(
         token=token,
         rate_limit=rate_limit,
         cors_origins=tuple(cors) if cors else None,
+        allowed_hosts=tuple(allowed_host) if allowed_host else None,
+        trusted_proxies=tuple(trusted_proxy) if trusted_proxy else None,
         request_timeout_s=request_timeout,
         max_concurrent=max_concurrent,
     )
     unknown = [d for d, name in config.datasets.items() if name not in (config.kgs or {"demo": "demo"})]
     if unknown:
         raise CliError(f"--dataset maps {unknown[0]!r} to a KG this server does not have")
+    try:
+        Networks(config.trusted_proxies)
+    except ValueError as exc:
+        raise CliError(f"--trusted-proxy: {exc}") from None
     host = config.host
     port = settings.serve.port if port is None else port
     check_can_listen(host, port)
@@ -744,8 +753,13 @@ def serve_command(
     app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
+        if not config.allowed_hosts:
+            err().print("note: without --token only loopback host names are answered; add others with --allowed-host", style="yellow")
     err().print(f"sparqlnav on http://{host}:{port}/  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
-    uvicorn.run(app_, host=host, port=port, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=5)
+    uvicorn.run(
+        app_, host=host, port=port, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=5,
+        proxy_headers=False,  # the server reads X-Forwarded-For itself, from trusted proxies only
+    )
 
 
 @app.command("mcp")

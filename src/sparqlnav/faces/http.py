@@ -24,8 +24,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sparqlnav.faces.access import HostCheck, Networks, client_address
 from sparqlnav.faces.routes_ask import ask_routes
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
 from sparqlnav.faces.routes_tools import tool_routes
@@ -65,6 +67,7 @@ __all__ = [
 log = logging.getLogger("sparqlnav.faces.http")
 
 PROTECTED = ("/api/", "/mcp", "/text2sparql")  # what the token and the rate limit guard
+AUTH_FAILURES_PER_MINUTE = 10.0  # wrong tokens a client may send (bursts of 10, then one every 6 s)
 
 
 # -- structured logs -------------------------------------------------------------------------------
@@ -112,6 +115,15 @@ class RateLimiter:
         self.clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
 
+    def _tokens(self, client: str, now: float) -> float:
+        tokens, last = self._buckets.get(client, (self.capacity, now))
+        return min(self.capacity, tokens + (now - last) * self.rate)
+
+    def wait(self, client: str) -> float:
+        """The seconds until `client` may go ahead (0: now), taking nothing."""
+        tokens = self._tokens(client, self.clock())
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def take(self, client: str) -> float:
         """0 when the request may go ahead, else the seconds to wait."""
         now = self.clock()
@@ -119,8 +131,7 @@ class RateLimiter:
             self._buckets = {
                 k: v for k, v in self._buckets.items() if v[0] + (now - v[1]) * self.rate < self.capacity
             }
-        tokens, last = self._buckets.get(client, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        tokens = self._tokens(client, now)
         if tokens < 1.0:
             self._buckets[client] = (tokens, now)
             return (1.0 - tokens) / self.rate
@@ -132,10 +143,22 @@ class RequestGuard:
     """ASGI middleware: a request id on every response, bearer-token auth and a rate limit on the API,
     and one structured log line per request (written when a stream ends, with its real duration)."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, limiter: RateLimiter | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        limiter: RateLimiter | None,
+        hosts: HostCheck | None = None,
+        proxies: Networks | None = None,
+        auth_failures: RateLimiter | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.limiter = limiter
+        self.hosts = hosts  # None: any Host (a token protects the server)
+        self.proxies = proxies or Networks()
+        self.auth_failures = auth_failures  # wrong tokens allowed per client, as a rate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,7 +167,10 @@ class RequestGuard:
         started = time.perf_counter()
         rid = uuid.uuid4().hex[:16]
         path: str = scope.get("path", "")
-        client = (scope.get("client") or ("?", 0))[0]
+        headers = dict(scope.get("headers") or [])
+        peer = (scope.get("client") or ("?", 0))[0]
+        forwarded = headers.get(b"x-forwarded-for")
+        client = client_address(peer, forwarded.decode("latin-1") if forwarded else None, self.proxies)
         status = 0
 
         async def send_with_id(message: Message) -> None:
@@ -156,7 +182,7 @@ class RequestGuard:
             await send(message)
 
         try:
-            refusal = self._refuse(scope, path, client)
+            refusal = self._refuse(scope, headers, path, client)
             if refusal is not None:
                 await refusal(scope, receive, send_with_id)
             else:
@@ -176,14 +202,33 @@ class RequestGuard:
                 },
             )
 
-    def _refuse(self, scope: Scope, path: str, client: str) -> Response | None:
+    def _refuse(self, scope: Scope, headers: dict[bytes, bytes], path: str, client: str) -> Response | None:
+        host = headers.get(b"host", b"").decode("latin-1")
+        if self.hosts is not None and not self.hosts.allows(host):
+            return JSONResponse(
+                {
+                    "detail": f"this server does not answer to the host name {host!r} (DNS-rebinding protection): "
+                    "use localhost or 127.0.0.1, add the name with --allowed-host (SPARQLNAV_ALLOWED_HOSTS), "
+                    "or require a token"
+                },
+                status_code=421,
+            )
         if scope.get("method") == "OPTIONS" or not path.startswith(PROTECTED):
             return None
         if self.token is not None:
-            headers = dict(scope.get("headers") or [])
+            # Refused before comparing: a client that keeps guessing gets no answer about its guesses.
+            locked = self.auth_failures.wait(client) if self.auth_failures is not None else 0.0
+            if locked > 0:
+                return JSONResponse(
+                    {"detail": f"too many wrong tokens from this client; retry in {math.ceil(locked)} s"},
+                    status_code=429,
+                    headers={"Retry-After": str(math.ceil(locked))},
+                )
             given = headers.get(b"authorization", b"").decode("latin-1")
             scheme, _, value = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), self.token):
+                if self.auth_failures is not None:
+                    self.auth_failures.take(client)
                 return JSONResponse(
                     {"detail": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
                     status_code=401,
@@ -241,7 +286,9 @@ def create_app(
             default_strategy=config.strategy,
             runner=service.run,  # the API's slots, time limit and accounting
         )
-        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", host=config.host, transport_security=mcp_security(config)
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -287,7 +334,14 @@ def create_app(
 
     guard_token = config.token or None
     limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
-    app.add_middleware(RequestGuard, token=guard_token, limiter=limiter)
+    app.add_middleware(
+        RequestGuard,
+        token=guard_token,
+        limiter=limiter,
+        hosts=None if guard_token else HostCheck((config.host, *config.allowed_hosts)),
+        proxies=Networks(config.trusted_proxies),
+        auth_failures=RateLimiter(AUTH_FAILURES_PER_MINUTE),
+    )
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -299,6 +353,20 @@ def create_app(
     return app
 
 
+def mcp_security(config: ServeConfig) -> TransportSecuritySettings | None:
+    """The MCP transport's own Host and Origin check, widened to the configured host names (None: the SDK's
+    default, loopback names only when listening on loopback)."""
+    if not config.allowed_hosts:
+        return None
+    names = [f"[{h}]" if ":" in h else h for h in ("127.0.0.1", "localhost", "::1", *config.allowed_hosts)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[p for n in names for p in (n, f"{n}:*")],
+        allowed_origins=[p for n in names for s in ("http", "https") for p in (f"{s}://{n}", f"{s}://{n}:*")]
+        + list(config.cors_origins),
+    )
+
+
 @contextlib.contextmanager
 def background(app: FastAPI, *, host: str = "127.0.0.1", port: int = 0, timeout_s: float = 60.0) -> Iterator[str]:
     """Serve `app` with uvicorn in a background thread (tests, benchmarks, notebooks); yields its base URL."""
@@ -306,7 +374,14 @@ def background(app: FastAPI, *, host: str = "127.0.0.1", port: int = 0, timeout_
 
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=host, port=port, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=2
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            ws="none",
+            timeout_graceful_shutdown=2,
+            proxy_headers=False,  # the RequestGuard reads X-Forwarded-For, from trusted proxies only
         )
     )
     thread = threading.Thread(target=server.run, name="sparqlnav-serve", daemon=True)

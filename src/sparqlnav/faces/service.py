@@ -57,6 +57,8 @@ class ServeConfig:
     token: str | None = None  # bearer token for /api, /mcp, /text2sparql (None: open)
     rate_limit: float | None = None  # requests per minute per client (None: unlimited)
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered without a token, besides loopback ones
+    trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
     request_timeout_s: float = 300.0
     max_concurrent: int = 64
     max_question_chars: int = 2000
@@ -75,6 +77,8 @@ class ServeConfig:
             "text2sparql_strategy": serve.text2sparql_strategy,
             "token": serve.token.get_secret_value() if serve.token else None,
             "cors_origins": serve.cors_origins,
+            "allowed_hosts": serve.allowed_hosts,
+            "trusted_proxies": serve.trusted_proxies,
             "request_timeout_s": serve.request_timeout_s,
             "max_concurrent": serve.max_concurrent,
         }

@@ -117,14 +117,19 @@
 
   // -- results ------------------------------------------------------------------------------------
 
-  /** A cell for one SPARQL JSON term: IRIs link to their entity panel and show their label. */
+  /** Only web addresses become links: an IRI such as `javascript:…` from a hostile graph stays text. */
+  function isWebIri(iri) {
+    return /^https?:\/\//i.test(iri);
+  }
+
+  /** A cell for one SPARQL JSON term: IRIs open their entity panel and show their label. */
   function termNode(term, display) {
     if (!term) return el("span", "unbound", "");
     const labels = (display && display.labels) || {};
     const compact = (display && display.compact) || {};
     if (term.type === "uri") {
-      const a = el("a", "iri");
-      a.href = term.value;
+      const a = el(isWebIri(term.value) ? "a" : "span", "iri");
+      if (isWebIri(term.value)) a.href = term.value;
       a.dataset.iri = term.value;
       a.title = term.value;
       const label = labels[term.value];
@@ -222,11 +227,15 @@
       }
       $("#entity-title").textContent = page.label || (page.compact && page.compact[page.iri]) || page.iri;
       body.textContent = "";
-      const link = el("a", "iri-raw", page.iri);
-      link.href = page.iri;
-      link.target = "_blank";
-      link.rel = "noopener";
-      body.appendChild(link);
+      if (isWebIri(page.iri)) {
+        const link = el("a", "iri-raw", page.iri);
+        link.href = page.iri;
+        link.target = "_blank";
+        link.rel = "noopener";
+        body.appendChild(link);
+      } else {
+        body.appendChild(el("span", "iri-raw", page.iri));
+      }
       if (page.description) body.appendChild(el("p", "desc", page.description));
       const table = el("table", "edges");
       for (const e of page.edges) {
