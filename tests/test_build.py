@@ -294,7 +294,7 @@ def test_relation_ranking_keeps_40_shuffled_with_the_gold_relation(ck25: Knowled
     if embedded and embedder is None:
         pytest.skip("no embedder installed")
     for question, relation in RANKED.items():
-        builder = Builder(Toolkit(ck25, Trace()), question, embedder=embedder)
+        builder = Builder(Toolkit(ck25, Trace()), question, embedder=lambda: embedder)
         builder.add_fact("?x", "rdfs:label", "?name")
         every = builder._relations(builder.draft.facts[0].head)
         assert isinstance(every, list) and len(every) == 69
@@ -306,7 +306,7 @@ def test_relation_ranking_keeps_40_shuffled_with_the_gold_relation(ck25: Knowled
         assert "69 found; the 40 most similar to the question are listed" in obs.text
         ranked = builder.rank(every)  # the same 40, in another shuffle
         assert set(ranked) == set(shown) and ranked != shown
-        by_score = Builder(Toolkit(ck25, Trace()), question, embedder=embedder, keep=40)
+        by_score = Builder(Toolkit(ck25, Trace()), question, embedder=lambda: embedder, keep=40)
         by_score.random.shuffle = lambda items: None  # type: ignore[method-assign,assignment]
         assert set(by_score.rank(every)) == set(shown) and by_score.rank(every) != shown  # shuffled, not by score
 
@@ -357,3 +357,47 @@ def test_cli_ask_with_strategy_build(scripted_llm: ScriptedLLM, data_dir: Any, s
     out = json.loads(done.stdout)
     assert out["strategy"] == "build" and out["answer"] == "Heinrich Hoch's manager is Waldtraud Kuttner."
     assert out["usage"]["llm_calls"] == 5
+
+
+def test_mcp_ask_with_strategy_build(scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, settings: Any) -> None:
+    from mcp import Client
+
+    from sparqlnav.faces.http import ServeConfig, background, create_app
+    from test_mcp import run, text_of
+
+    scripted_llm.script(MANAGER)
+
+    async def body(client: Client) -> None:
+        got = await client.call_tool("ask", {"question": "Who is the manager of Heinrich Hoch?", "strategy": "build"})
+        assert not got.is_error, text_of(got)
+        assert text_of(got).startswith("Heinrich Hoch's manager is Waldtraud Kuttner.")
+
+    app = create_app(settings, ServeConfig(), kgs={"ck25": ck25}, llm=config(scripted_llm))
+    with background(app) as url:
+        run(url + "/mcp", body)
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+
+
+def test_eval_with_strategy_build_on_selected_ck25_ids(
+    scripted_llm: ScriptedLLM, data_dir: Any, sn_home: Any, tmp_path: Any
+) -> None:
+    # Selecting questions by id: a copy of questions.yml with only those entries (the relay run does this for 12).
+    import yaml
+
+    dataset = yaml.safe_load((data_dir / "ck25" / "questions.yml").read_text(encoding="utf-8"))
+    dataset["questions"] = [q for q in dataset["questions"] if q["id"] in {3}]
+    subset = tmp_path / "ck25-3.yml"
+    subset.write_text(yaml.safe_dump(dataset, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    scripted_llm.script(MANAGER)
+    env = {**os.environ, "OPENAI_BASE_URL": scripted_llm.base_url, "OPENAI_API_KEY": "k",
+           "SPARQLNAV_LLM_MODEL": "scripted-model", "SPARQLNAV_HOME": str(sn_home)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "sparqlnav", "eval", str(subset), "--kg", str(data_dir / "ck25" / "prod-inst.ttl"),
+         "--strategy", "build", "-j", "1", "--no-plots", "--out", str(tmp_path / "run"), "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["macro_f1"] == 1.0
+    (line,) = (tmp_path / "run" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["usage"]["llm_calls"] == 5

@@ -148,7 +148,7 @@ class _Run:
         self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.builder = Builder(
-            self.tools, question, embedder=agent.embedder(), keep=self.o.keep_relations, seed=self.o.seed
+            self.tools, question, embedder=agent.embedder, keep=self.o.keep_relations, seed=self.o.seed
         )
         self.memory = Memory(kg.prefixes, kg.vocab)
         self.memory.note_text(question)

@@ -7,7 +7,7 @@ model never sees; a face that holds no builder gets a failed observation saying 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -70,13 +70,13 @@ class Builder:
         kit: Toolkit,
         question: str,
         *,
-        embedder: Embedder | None = None,
+        embedder: Callable[[], Embedder | None] = lambda: None,
         keep: int = 40,
         seed: int | None = None,
     ) -> None:
         self.kit = kit
         self.question = question
-        self.embedder = embedder
+        self.embedder = embedder  # called only when there are relations to rank (loading a model takes seconds)
         self.keep = keep
         self.random = random.Random(question if seed is None else seed)  # a replayed run shuffles alike
         self.draft = Draft()
@@ -140,7 +140,7 @@ class Builder:
         if len(relations) <= self.keep:
             return list(relations)
         texts = [f"{r.label} ({'of' if r.direction == 'in' else 'has'})" for r in relations]
-        chosen = [relations[i] for i in top_similar(self.question, texts, self.keep, self.embedder)]
+        chosen = [relations[i] for i in top_similar(self.question, texts, self.keep, self.embedder())]
         self.random.shuffle(chosen)
         return chosen
 
