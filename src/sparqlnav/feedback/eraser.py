@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from sparqlnav.feedback.builder import BUILD_DETECTORS, BuildView
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
@@ -284,6 +285,7 @@ class StepContext:
     query: str | None = None  # the SPARQL the action runs, if any
     observation: Observation | None = None  # None before the action runs
     result: QueryResult | None = None
+    build: BuildView | None = None  # the query builder's state (the build strategy only)
 
     @property
     def prefixes(self) -> PrefixMap:
@@ -427,7 +429,8 @@ def several_actions(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 
 def repeated_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The same tool with the same arguments was already used in this run."""
-    if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None:
+    # A builder step edits a draft, so the same call after other edits is a different step.
+    if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None or ctx.build is not None:
         return None
     first = ctx.memory.find(Record(ctx.call.name, dict(ctx.call.arguments)).key)
     if first is None:
@@ -593,8 +596,8 @@ def engine_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 def lookup_failed(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """A non-SPARQL tool reported failure."""
     obs = ctx.observation
-    if obs is None or obs.ok or ctx.result is not None or ctx.call is None:
-        return None
+    if obs is None or obs.ok or ctx.result is not None or ctx.call is None or ctx.build is not None:
+        return None  # builder steps have their own guidelines
     seen = sorted(ctx.memory.seen)  # an identifier the model was shown makes the best example
     example = ctx.prefixes.compact(seen[0]) if seen else "prefix:name"
     return {"tool": ctx.call.name, "message": _clip(obs.text), "example_id": example}
@@ -634,6 +637,7 @@ DETECTORS: dict[str, Detector] = {
         labels_only,
     )
 }
+DETECTORS.update(BUILD_DETECTORS)  # the query builder's step functions (feedback/builder.py)
 
 
 class Feedback:

@@ -1,0 +1,350 @@
+"""The build strategy (QueryAgent): the model builds one query step by step with small tools (get_relations,
+add_fact, add_filter, add_count/max/min, set_answer, execute); the draft runs after every step, and ERASER
+shows a targeted guideline only when the environment (engine, tool-call interpreter, run memory) says
+something is wrong. Budgets: steps, and the LLM's calls, tokens and seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from string import Template
+from typing import Any
+
+from sparqlnav.answer import Answer, Status
+from sparqlnav.context import EMPTY, RunContext
+from sparqlnav.feedback.builder import BuildView
+from sparqlnav.feedback.eraser import (
+    Feedback,
+    Guideline,
+    Memory,
+    Record,
+    StepContext,
+    render_guidelines,
+)
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable, shown_labels
+from sparqlnav.llm.client import (
+    Budget,
+    BudgetExceeded,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMReply,
+    Message,
+    ToolCall,
+    trace_recorder,
+)
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.linking import link_entities, tokenize
+from sparqlnav.retrieval.embed import Embedder, default_embedder
+from sparqlnav.sparql.draft import Aggregation
+from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
+from sparqlnav.strategies.explore import thought_of
+from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
+from sparqlnav.trace import Trace
+
+AUTO = "auto"  # the embedder the retrieval index uses by default (MiniLM when installed, else BM25)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Budgets and knobs of the build strategy."""
+
+    max_steps: int = 20  # tool calls, blocked ones included
+    max_calls: int | None = None  # LLM requests per question
+    max_tokens: int | None = None  # LLM tokens per question
+    max_seconds: float | None = None  # None: the LLM config's budget_s
+    keep_relations: int = 40  # queryagent.txt B.3: more candidates than this are ranked and cut
+    linked_entities: int = 5  # entities linked in the question that the model is given
+    seed: int | None = None  # of the relation shuffle (None: derived from the question)
+
+
+@dataclass
+class Step:
+    """One step: the reply, its call, and the observation (with any guidelines) it got back."""
+
+    reply_text: str
+    call: ToolCall | None
+    observation: str
+
+
+def wanted_aggregations(question: str) -> tuple[Aggregation, ...]:
+    """What the question asks the query to end with: a count, a largest or a smallest (empty: nothing)."""
+    intent = analyse(tokenize(question))
+    if intent.answer == "count":
+        return ("count",)
+    if intent.aggregate in ("MAX", "MIN"):
+        return ("max",) if intent.aggregate == "MAX" else ("min",)
+    sup = intent.superlative
+    if sup is not None and not sup.counting:
+        return ("max",) if sup.direction == "DESC" else ("min",)
+    return ()
+
+
+class Build:
+    """The QueryAgent-style builder; one instance serves many questions (each run has its own draft)."""
+
+    name = "build"
+
+    def __init__(
+        self,
+        llm: LLMConfig,
+        options: BuildOptions | None = None,
+        *,
+        feedback: Feedback | None = None,
+        embedder: Embedder | str | None = AUTO,
+    ) -> None:
+        self.llm = llm
+        self.options = options or BuildOptions()
+        self.feedback = feedback or Feedback()
+        self._embedder = embedder
+        self._client: LLMClient | None = None
+        self._lock = threading.Lock()
+
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer one question (after the earlier turns and handover in `context`, if any)."""
+        return _Run(self, question, kg, trace, context or EMPTY).go()
+
+    def client(self) -> LLMClient:
+        """The LLM client, made once and shared by all runs."""
+        with self._lock:
+            if self._client is None:
+                self._client = LLMClient(self.llm)
+            return self._client
+
+    def embedder(self) -> Embedder | None:
+        """The relation-ranking embedder, loaded on first use (None: BM25)."""
+        with self._lock:
+            if isinstance(self._embedder, str):
+                self._embedder = default_embedder()
+            return self._embedder
+
+    def close(self) -> None:
+        """Close the LLM connection."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+            self._client = None
+
+    def __enter__(self) -> Build:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Run:
+    """One question's construction."""
+
+    def __init__(self, agent: Build, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> None:
+        self.o = agent.options
+        self.feedback = agent.feedback
+        self.question, self.kg, self.trace, self.context = question, kg, trace, context
+        self.tools = Toolkit(kg, trace)
+        self.builder = Builder(
+            self.tools, question, embedder=agent.embedder, keep=self.o.keep_relations, seed=self.o.seed
+        )
+        self.memory = Memory(kg.prefixes, kg.vocab)
+        self.memory.note_text(question)
+        self.linked = self._link()
+        self.memory.note_text(" ".join(iri for iri, _ in self.linked))
+        self.wanted = wanted_aggregations(question)
+        self.steps: list[Step] = []
+        self.fired: Counter[str] = Counter()
+        seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
+        self.budget = Budget(max_calls=self.o.max_calls, max_tokens=self.o.max_tokens, max_seconds=seconds)
+        self.record = trace_recorder(trace)
+        self.llm = agent.client()
+        self.system = self._system_prompt()
+
+    def _link(self) -> list[tuple[str, str]]:
+        """The entities and classes linked in the question, as (prefixed name or <IRI>, label)."""
+        try:
+            found = link_entities(self.kg, self.question, limit=self.o.linked_entities)
+        except NAME_SERVICE_ERRORS as exc:
+            self.trace.emit("info", message=f"entity linking failed: {exc}")
+            return []
+        linked = [(self.kg.prefixes.compact(c.iri), c.label) for c in found]
+        self.trace.emit("info", message="linked: " + ("; ".join(f"{label} = {iri}" for iri, label in linked) or "nothing"))
+        return linked
+
+    # ------------------------------------------------------------ loop
+
+    def go(self) -> Answer:
+        try:
+            while True:
+                if len(self.steps) >= self.o.max_steps:
+                    return self._exhausted(f"the budget of {self.o.max_steps} steps is used up")
+                reply = self._chat(self._messages(), "policy", tools=True)
+                if self._step(reply):
+                    return self._answer("answered", self.builder.last, None)
+        except BudgetExceeded as exc:
+            return self._exhausted(str(exc))
+        except LLMError as exc:
+            self.trace.emit("error", message=str(exc))
+            return self._answer("error", self.builder.last, f"The LLM failed: {exc}", error=str(exc))
+
+    def _step(self, reply: LLMReply) -> bool:
+        """Handle one reply; True when execute() finished the query."""
+        n = len(self.steps) + 1
+        call = reply.tool_calls[0] if reply.tool_calls else None
+        thought = thought_of(reply.text)
+        if thought:
+            self.trace.emit("thought", text=thought, step=n)
+        if call is not None:
+            shown: dict[str, Any] = {"tool": call.name, "arguments": call.arguments, "step": n}
+            if call.parse_error:
+                shown["raw"] = call.raw_arguments
+            self.trace.emit("action", **shown)
+        b = self.builder
+        view = BuildView(
+            b.draft, dict(b.relations), tuple(iri for iri, _ in self.linked), self.wanted, frozenset(self.fired)
+        )
+        ctx = StepContext(
+            self.memory, BUILD_TOOLS.specs(), call=call, extra_calls=max(0, len(reply.tool_calls) - 1), build=view
+        )
+        before = self.feedback.check(ctx, "before")
+        observation = None
+        if call is not None and not any(g.blocks for g in before):
+            observation = BUILD_TOOLS.call(call.name, self.tools, call.arguments, builder=b)
+            ctx.observation = observation
+            if isinstance(observation.value, DraftRun):
+                view.rows = observation.value.rows
+            elif isinstance(observation.value, RelationList):
+                view.relations_found = observation.value.found
+        after = self.feedback.check(ctx, "after") if observation is not None else []
+        text = observation.text if observation is not None else "The action was not run."
+        self.trace.emit("observation", text=text, step=n, query=b.draft.render(self.kg.prefixes) if b.draft.facts else None)
+        fired = before + after
+        self._emit_feedback(fired, n)
+        full = f"{text}\n\n{render_guidelines(fired)}" if fired else text
+        ok = observation.ok if observation is not None else False
+        self.memory.record(
+            Record(call.name if call else "", dict(call.arguments) if call else {}, ok=ok),
+            text if observation is not None else "",
+        )
+        self.steps.append(Step(reply.text, call, full))
+        return b.finished
+
+    def _emit_feedback(self, fired: list[Guideline], step: int) -> None:
+        for g in fired:
+            self.fired[g.id] += 1
+            self.trace.emit("feedback", id=g.id, source=g.source, text=g.text, step=step)
+
+    # ------------------------------------------------------------ prompts
+
+    def _system_prompt(self) -> str:
+        kg = self.kg
+        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(kg.prefixes.items()))
+        flavour = ""
+        if kg.vocab.wikibase:
+            flavour = (
+                "\nThis graph is shaped like Wikidata: relations between items are wdt:P…; names are rdfs:label "
+                "literals.\n"
+            )
+        triples = kg.extra.get("triples")
+        graph = kg.name + (f" ({triples} triples)" if triples else "")
+        return Template(prompt_text("build_policy.md")).safe_substitute(graph=graph, prefixes=prefixes, flavour=flavour)
+
+    def _opening(self) -> str:
+        text = self.context.with_question(self.question)
+        if self.linked:
+            lines = "\n".join(f"- {iri} ({label})" for iri, label in self.linked)
+            text += f"\n\nEntities linked in the question (check that they are the ones meant):\n{lines}"
+        else:
+            text += "\n\nNo entity of the question could be linked: use search."
+        return text
+
+    def _messages(self) -> list[Message]:
+        messages = [Message.system(self.system), Message.user(self._opening())]
+        for step in self.steps:
+            if step.call is None:
+                messages += [Message.assistant(step.reply_text), Message.user(f"Observation:\n{step.observation}")]
+            else:
+                messages += [Message.assistant(step.reply_text, [step.call]), Message.tool(step.call, step.observation)]
+        return messages
+
+    def _chat(self, messages: list[Message], purpose: str, tools: bool = False) -> LLMReply:
+        return self.llm.chat(
+            messages,
+            BUILD_TOOLS.specs() if tools else None,
+            budget=self.budget,
+            purpose=purpose,
+            record=self.record,
+        )
+
+    # ------------------------------------------------------------ endings
+
+    def _exhausted(self, why: str) -> Answer:
+        self.trace.emit("info", message=f"stopped: {why}")
+        best = self.builder.last
+        if best is None:
+            return self._answer("budget_exhausted", None, f"No answer: {why} before the query returned anything.", reason=why)
+        return self._answer("budget_exhausted", best, None, reason=why)
+
+    def _answer(
+        self, status: Status, best: DraftRun | None, text: str | None, *, error: str | None = None, reason: str | None = None
+    ) -> Answer:
+        table = best.result.table if best is not None else None
+        sparql = best.query if best is not None else None
+        if text is None and sparql is not None and table is not None:
+            try:
+                text = self._write_answer(sparql, table)
+            except BudgetExceeded:
+                text = self._plain_answer(table)
+            except LLMError as exc:
+                self.trace.emit("error", message=str(exc))
+                status, error, text = "error", str(exc), f"The answer could not be written: {exc}"
+        if status == "budget_exhausted" and best is not None:
+            text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
+        text = text or ""
+        self.trace.emit("answer", text=text, status=status, sparql=sparql)
+        extra: dict[str, Any] = {"steps": len(self.steps), "guidelines": dict(self.fired)}
+        if reason:
+            extra["stopped"] = reason
+        return Answer(
+            question=self.question,
+            strategy="build",
+            sparql=sparql,
+            results=table,
+            text=text,
+            trace=self.trace,
+            status=status,
+            error=error,
+            extra=extra,
+        )
+
+    def _plain_answer(self, table: ResultTable) -> str:
+        """The result in words without an LLM."""
+        labels = shown_labels(table, self.kg.names, head=10, tail=0)
+        rows = table.display_rows(self.kg.prefixes, labels)
+        shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
+        more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
+        return f"The query returned: {shown}{more}"
+
+    def _write_answer(self, sparql: str, table: ResultTable) -> str:
+        labels = shown_labels(table, self.kg.names, head=10, tail=10)
+        result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
+        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
+        messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
+        return self._chat(messages, "answer").text.strip()
+
+
+def create(llm: LLMConfig | None, **options: Any) -> Build:
+    """Build the build strategy; options are BuildOptions fields plus `feedback` and `embedder`
+    (an Embedder, None for BM25, or "auto")."""
+    if llm is None:
+        raise ValueError("the build strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)")
+    fields = {f.name for f in dataclasses.fields(BuildOptions)}
+    extra = {"feedback", "embedder"}
+    unknown = set(options) - fields - extra
+    if unknown:
+        raise TypeError(f"unknown build options: {', '.join(sorted(unknown))}")
+    knobs = BuildOptions(**{k: v for k, v in options.items() if k in fields})
+    return Build(llm, knobs, **{k: v for k, v in options.items() if k in extra})
