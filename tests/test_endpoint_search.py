@@ -217,3 +217,15 @@ def test_bestiary_virtuoso_extension_gold_queries_on_virtuoso(virtuoso: Virtuoso
     assert rejected == ["33", "35"]
     assert {k for k, r in recall.items() if r == 1.0} == {"32", "37", "38"}  # supersets of the gold
     assert recall["70"] == recall["80"] == 0.0 and exact == []
+
+
+def test_cli_index_names_builds_the_local_index(oxigraph_ck25: str, tmp_path: Path) -> None:
+    from test_cli import run
+
+    done = run("index", "--kg", oxigraph_ck25, "--names", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["complete"] is True and Path(summary["names_index"]).name == "labels.sqlite"
+    assert LabelIndex(Path(summary["names_index"])).search("Heinrich Hoch")[0].iri == HOCH
+    refused = run("index", "--kg", "demo", "--names", home=tmp_path)
+    assert refused.returncode != 0 and "--names is for SPARQL endpoints" in refused.stderr
