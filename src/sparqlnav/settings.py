@@ -39,6 +39,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
     ("remote", "headers"): ("SPARQLNAV_HEADERS",),
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),
+    ("remote", "name_index_max_triples"): ("SPARQLNAV_NAME_INDEX_MAX_TRIPLES",),
     ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
     ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
     ("llm", "base_url"): ("OPENAI_BASE_URL",),
@@ -104,6 +105,8 @@ class RemoteSettings(_Part):
     user_agent: str = USER_AGENT
     headers: dict[str, str] = Field(default_factory=dict)
     allowed_services: tuple[str, ...] = ()
+    # Endpoints up to this size get their names downloaded into a local index; larger ones are searched in place.
+    name_index_max_triples: int = Field(default=5_000_000, ge=0)
 
     @field_validator("headers", mode="before")
     @classmethod

@@ -778,6 +778,29 @@ def mcp_command(
         run_stdio(graph, settings=settings, llm=settings.llm)
 
 
+def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
+    """`index --names`: the explicit download of an endpoint's names (large endpoints are otherwise searched in place)."""
+    import time
+
+    from sparqlnav.graph.kg import KGError
+    from sparqlnav.graph.opening import index_remote_names
+
+    if not kg.startswith(("http://", "https://")):
+        raise CliError("--names is for SPARQL endpoints (http(s):// URLs); local files are always indexed")
+    start = time.monotonic()
+    try:
+        path, problem = index_remote_names(kg, settings)
+    except KGError as exc:
+        raise CliError(str(exc)) from None
+    summary = {"names_index": str(path), "complete": not problem, "problem": problem,
+               "seconds": round(time.monotonic() - start, 3)}  # fmt: skip
+    if json_output:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    note = f" (incomplete: {problem}; used for this run only)" if problem else ""
+    out().print(f"names of {kg} indexed in {path}{note}", markup=False, highlight=False)
+
+
 @app.command("index")
 def index_command(
     kg: KgOpt = "demo",
@@ -802,11 +825,19 @@ def index_command(
     no_endpoint_examples: Annotated[
         bool, typer.Option("--no-endpoint-examples", help="Do not read the examples the endpoint publishes itself.")
     ] = False,
+    names: Annotated[
+        bool,
+        typer.Option("--names", help="Download a SPARQL endpoint's names into a local search index, whatever its size (only that)."),
+    ] = False,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions)."""
     import hashlib
+
+    if names:
+        _index_names(kg, settings_for(timeout), json_output)
+        return
 
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
     from sparqlnav.retrieval.examples import ExamplesError, load_examples

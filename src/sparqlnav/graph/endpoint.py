@@ -241,8 +241,36 @@ def _looks_like_syntax_error(status: int, text: str) -> bool:
 def _looks_like_timeout(text: str) -> bool:
     lowered = text.lower()
     return any(
-        s in lowered for s in ("timeout", "timed out", "cancelled", "canceled", "time limit")
+        s in lowered
+        for s in (
+            "timeout", "timed out", "cancelled", "canceled", "time limit",
+            # Virtuoso refuses a query whose estimated cost exceeds MaxQueryCostEstimationTime up front.
+            "estimated execution time",
+        )
     )
+
+
+def _engine_message(text: str) -> str:
+    """An engine's error text on one line, without the copy of the query Virtuoso appends ("SPARQL query: …")."""
+    flat = " ".join(text.split())
+    return flat.split(" SPARQL query:", 1)[0].strip()
+
+
+def _engine_cuts(result: QueryResult, headers: httpx.Headers) -> QueryResult:
+    """Mark results an engine cut on its own side: Virtuoso stops at its ResultSetMaxRows without an error (it
+    says so in X-SPARQL-MaxRows) and, under its "anytime" timeout, returns what it had with X-SQL-State S1TAT."""
+    table = result.table
+    if table is None or table.is_boolean:
+        return result
+    state = headers.get("x-sql-state", "")
+    if state == "S1TAT":
+        table.truncated = True
+        table.cap = f"the endpoint's time limit (partial results: {headers.get('x-sql-message', state)})"
+        return result
+    cap = headers.get("x-sparql-maxrows", "")
+    if cap.isdigit() and len(table.rows) >= int(cap) and not table.truncated:
+        table.truncated, table.cap = True, f"the endpoint's row limit ({cap} rows)"
+    return result
 
 
 class RemoteEndpoint:
@@ -348,9 +376,10 @@ class RemoteEndpoint:
         encoded = len(quote(sparql, safe=""))
         use_get = self.http.method == "GET" or (self.http.method == "auto" and encoded < 2000)
         if use_get:
-            return self._client.build_request(
-                "GET", self.url, params={"query": sparql}, headers=headers, timeout=timeout
-            )
+            # Merged, not replaced: the URL may carry protocol parameters such as `default-graph-uri` (how a
+            # Virtuoso graph is queried without the system graphs its default graph also holds).
+            url = httpx.URL(self.url).copy_merge_params({"query": sparql})
+            return self._client.build_request("GET", url, headers=headers, timeout=timeout)
         headers["Content-Type"] = "application/sparql-query; charset=utf-8"
         return self._client.build_request(
             "POST", self.url, content=sparql.encode(), headers=headers, timeout=timeout
@@ -369,7 +398,7 @@ class RemoteEndpoint:
                 )
             if response.status_code >= 400:
                 text = _read_text(response, 4000, deadline)
-                message = " ".join(text.split())[:1000] or f"HTTP {response.status_code}"
+                message = _engine_message(text)[:1000] or f"HTTP {response.status_code}"
                 if _looks_like_syntax_error(response.status_code, text):
                     return QueryResult(
                         sparql, Outcome.SYNTAX_ERROR, message=message, endpoint=self.name
@@ -386,8 +415,8 @@ class RemoteEndpoint:
                 response.iter_bytes(), self.limits.max_bytes, deadline, self.limits.max_row_bytes
             )
             if form in ("SELECT", "ASK"):
-                return self._parse_results(sparql, response, reader)
-            return self._parse_graph(sparql, response, reader)
+                return _engine_cuts(self._parse_results(sparql, response, reader), response.headers)
+            return _engine_cuts(self._parse_graph(sparql, response, reader), response.headers)
         except (httpx.HTTPError, OSError, ValueError, RuntimeError):
             if time.monotonic() >= deadline:
                 raise _Deadline() from None

@@ -12,8 +12,6 @@ from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
 from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
 from sparqlnav.sparql.prefixes import PrefixMap
 
-REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
-
 
 class KGError(SparqlnavError):
     """A `--kg` value that cannot be opened; the message is one line."""

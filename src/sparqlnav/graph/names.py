@@ -432,19 +432,7 @@ class LabelIndex:
             if wanted and kind not in wanted:
                 continue
             t = fuzz_utils.default_process(text)
-            plain = fuzz.ratio(q, t)
-            if field == "description":
-                sim = fuzz.token_set_ratio(q, t) / 100 if len(q) > 3 else 0.0
-            else:
-                # partial matches count only when the query is part of the name ("Hoch" → "Heinrich Hoch"),
-                # not when a short name happens to sit inside the query.
-                partial = 0.9 * fuzz.partial_ratio(q, t) if len(t) >= len(q) else 0.0
-                best_fit = max(plain, 0.95 * fuzz.token_set_ratio(q, t), partial)
-                # A little plain similarity on top, so "manager" prefers "has manager" to "has product manager".
-                sim = (0.85 * best_fit + 0.15 * plain) / 100
-            exact = 0.08 if q == t else 0.0
-            popularity = 0.04 * min(1.0, math.log1p(degree) / 10)
-            score = round(sim * FIELD_WEIGHT.get(field, 0.8) + exact + popularity, 4)
+            score = name_score(q, t, field, degree)
             if score >= MIN_SCORE and (iri not in best or score > best[iri][0]):
                 best[iri] = (score, rid, t)
         top = sorted(best.items(), key=lambda kv: (-kv[1][0], -meta[kv[1][1]][4], kv[0]))[:limit]
@@ -454,6 +442,28 @@ class LabelIndex:
             text, field = candidates[rid]
             hits.append(NameHit(iri, kind, label or text, description or "", text, field, score, degree))
         return hits
+
+
+def name_score(q: str, t: str, field: str, degree: int) -> float:
+    """How well a name matches a query, both normalised by `normalise`: the one scorer of local and endpoint search."""
+    plain = fuzz.ratio(q, t)
+    if field == "description":
+        sim = fuzz.token_set_ratio(q, t) / 100 if len(q) > 3 else 0.0
+    else:
+        # partial matches count only when the query is part of the name ("Hoch" → "Heinrich Hoch"),
+        # not when a short name happens to sit inside the query.
+        partial = 0.9 * fuzz.partial_ratio(q, t) if len(t) >= len(q) else 0.0
+        best_fit = max(plain, 0.95 * fuzz.token_set_ratio(q, t), partial)
+        # A little plain similarity on top, so "manager" prefers "has manager" to "has product manager".
+        sim = (0.85 * best_fit + 0.15 * plain) / 100
+    exact = 0.08 if q == t else 0.0
+    popularity = 0.04 * min(1.0, math.log1p(degree) / 10)
+    return round(sim * FIELD_WEIGHT.get(field, 0.8) + exact + popularity, 4)
+
+
+def normalise(text: str) -> str:
+    """A name as the scorer compares it (case and punctuation folded)."""
+    return str(fuzz_utils.default_process(text))
 
 
 def _word_term(word: str, *, prefix: bool = False) -> str:
@@ -484,7 +494,7 @@ def iter_store_triples(store: ox.Store) -> Iterator[tuple[str, str, str, bool, s
             yield quad.subject.value, quad.predicate.value, value, is_iri, lang
 
 
-__all__ = ["RDF_TYPE", "LabelIndex", "NameHit", "iter_store_triples"]
+__all__ = ["RDF_TYPE", "LabelIndex", "NameHit", "Names", "iter_store_triples", "name_score", "normalise"]
 
 
 class Names(Protocol):

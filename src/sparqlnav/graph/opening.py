@@ -13,7 +13,9 @@ import pyoxigraph as ox
 
 from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
-from sparqlnav.graph.names import LabelIndex
+from sparqlnav.graph.names import LabelIndex, Names
+from sparqlnav.graph.profile import load_or_probe
+from sparqlnav.graph.search import EndpointNames
 from sparqlnav.graph.store import LocalGraph, ProgressFn, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
 from sparqlnav.graph.wikidata import open_wikidata
@@ -168,10 +170,12 @@ def _remote_predicates(endpoint: RemoteEndpoint) -> dict[str, int]:
     }
 
 
-def open_remote(
-    url: str, settings: Settings, *, progress: ProgressFn | None = None
-) -> KnowledgeGraph:
-    """A SPARQL endpoint over HTTP; its names are indexed once and kept under the sparqlnav home."""
+def remote_dir(url: str, settings: Settings) -> Path:
+    """Where what sparqlnav keeps about an endpoint lives (its profile, and its name index when it has one)."""
+    return settings.paths.home / "remote" / hashlib.sha256(url.encode()).hexdigest()[:20]
+
+
+def _remote_endpoint(url: str, settings: Settings) -> tuple[RemoteEndpoint, Wikibase | None]:
     endpoint = RemoteEndpoint(
         url,
         limits=settings.limits,
@@ -185,32 +189,67 @@ def open_remote(
     wb = detect_wikibase(
         (r["p"].value, r["d"].value) for r in (probe.table.rows if probe.table else [])
     )
-    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
-    key = hashlib.sha256(url.encode()).hexdigest()[:20]
-    index_path = settings.paths.home / "remote" / key / "labels.sqlite"
+    return endpoint, wb
+
+
+def download_names(
+    endpoint: RemoteEndpoint, vocab: Vocabulary, index_path: Path, *, progress: ProgressFn | None = None
+) -> tuple[Path, str]:
+    """Page an endpoint's names into a local index: (the index file, "" or why it is incomplete). An index
+    built from an incomplete read is kept beside the real one and used for this run only."""
+    if progress:
+        progress(f"indexing names of {endpoint.url}", 0, 1)
     partial = index_path.with_name("labels.partial.sqlite")
-    description_note = ""
-    if not LabelIndex.exists(index_path):
-        if progress:
-            progress(f"indexing names of {url}", 0, 1)
-        pages = _NamePages(endpoint, vocab)
-        # An index built from an incomplete read is used for this run only; the next run tries again.
-        target = index_path
-        LabelIndex.build_from_triples(pages, partial, vocab, _remote_predicates(endpoint))
-        if pages.complete:
-            partial.replace(index_path)
-        else:
-            target = partial
-            description_note = f" (names index incomplete: {pages.problem})"
+    pages = _NamePages(endpoint, vocab)
+    LabelIndex.build_from_triples(pages, partial, vocab, _remote_predicates(endpoint))
+    if pages.complete:
+        partial.replace(index_path)
+        return index_path, ""
+    return partial, pages.problem
+
+
+def index_remote_names(url: str, settings: Settings, *, progress: ProgressFn | None = None) -> tuple[Path, str]:
+    """Build (or rebuild) the local name index of an endpoint whatever its size (`sparqlnav index --names`)."""
+    endpoint, wb = _remote_endpoint(url, settings)
+    try:
+        vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+        return download_names(endpoint, vocab, remote_dir(url, settings) / "labels.sqlite", progress=progress)
+    finally:
+        endpoint.close()
+
+
+def open_remote(
+    url: str, settings: Settings, *, progress: ProgressFn | None = None
+) -> KnowledgeGraph:
+    """A SPARQL endpoint over HTTP. Names come from a local index when one was built (`index --names`) or the
+    endpoint is small (SPARQLNAV_NAME_INDEX_MAX_TRIPLES); otherwise from the endpoint's own text search, nothing
+    downloaded. What was learnt about the endpoint is kept under the sparqlnav home."""
+    endpoint, wb = _remote_endpoint(url, settings)
+    vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
+    folder = remote_dir(url, settings)
+    index_path = folder / "labels.sqlite"
+    prefixes = PrefixMap.default(wb.prefixes() if wb else {})
+    names: Names
+    note = ""
+    if LabelIndex.exists(index_path):
+        names = LabelIndex(index_path)
     else:
-        target = index_path
+        profile = load_or_probe(folder / "endpoint.json", endpoint, vocab)
+        if profile.is_small(settings.remote.name_index_max_triples):
+            target, problem = download_names(endpoint, vocab, index_path, progress=progress)
+            names, note = LabelIndex(target), f"names index incomplete: {problem}" if problem else ""
+        else:
+            names = EndpointNames(endpoint, vocab, profile.search, schema_terms=profile.schema_terms)
+            size = f"{profile.triples} triples ({profile.size_from})" if profile.triples is not None else "size unknown"
+            note = f"{size}; names searched on the endpoint ({profile.search.value})"
+            if profile.search.degraded:
+                note = f"{size}; {names.note}"
     return KnowledgeGraph(
         name=url,
         endpoint=endpoint,
         vocab=vocab,
-        prefixes=PrefixMap.default(wb.prefixes() if wb else {}),
-        names=LabelIndex(target),
-        description=f"SPARQL endpoint {url}" + (description_note if target == partial else ""),
+        prefixes=prefixes,
+        names=names,
+        description=f"SPARQL endpoint {url}" + (f" ({note})" if note else ""),
+        extra={"search_note": names.note} if isinstance(names, EndpointNames) and names.note else {},
     )
-
-

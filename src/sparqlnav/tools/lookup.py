@@ -31,14 +31,18 @@ class SearchResult:
     query: str
     entities: list[NameHit]
     properties: list[NameHit]
+    note: str = ""  # e.g. that the endpoint has no text index and search is degraded
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
-        return {
+        data: dict[str, Any] = {
             "query": self.query,
             "entities": [asdict(h) for h in self.entities],
             "properties": [asdict(h) for h in self.properties],
         }
+        if self.note:
+            data["note"] = self.note
+        return data
 
     def to_text(self, kg: KnowledgeGraph) -> str:
         """Readable lines for a person or an LLM."""
@@ -46,6 +50,8 @@ class SearchResult:
         lines += [_hit_line(h, kg) for h in self.entities] or ["  (none)"]
         lines.append(f"Properties matching {self.query!r}:")
         lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
+        if self.note:
+            lines.append(f"Note: {self.note}")
         return "\n".join(lines)
 
 
@@ -67,7 +73,7 @@ def search(
     hits = kg.names.search(text, limit=max(50, entities + properties))
     ents = [h for h in hits if h.kind in ("entity", "class")][:entities]
     props = [h for h in hits if h.kind == "property"][:properties]
-    return SearchResult(text, ents, props)
+    return SearchResult(text, ents, props, str(kg.extra.get("search_note", "")))
 
 
 def resolve(kg: KnowledgeGraph, ident: str) -> str:
