@@ -51,8 +51,8 @@ def first_user(request: dict[str, Any]) -> str:
 def assert_second_turn_builds_on_the_first(server: ScriptedLLM, first_sparql: str) -> None:
     """The second question's first LLM request holds the first turn's final SPARQL (its prefixes declared) and
     answer, before the question."""
-    assert server.problems == [] and server.remaining == 0
-    assert len(server.requests) == 6
+    assert server.problems == []
+    assert len(server.requests) >= 6
     assert "Turn 1" not in first_user(server.requests[0])
     second = first_user(server.requests[3])
     assert f"Turn 1. Question: {FIRST}" in second
@@ -165,6 +165,7 @@ def test_ask_with_a_conversation_on_ck25(scripted_llm: ScriptedLLM, ck25: Knowle
     assert {t.value for t in first.results.values()} == {PI + "empl-Waldtraud.Kuttner%40company.org"}
     second = sparqlnav.ask(SECOND, kg=ck25, strategy="explore", llm=llm, settings=settings, conversation=talk)
     assert_second_turn_builds_on_the_first(scripted_llm, first.sparql or "")
+    assert scripted_llm.remaining == 0
     assert second.status == "answered" and second.results is not None
     assert {t.value for t in second.results.values()} == {EMAIL}
     assert [t.question for t in talk.turns] == [FIRST, SECOND]

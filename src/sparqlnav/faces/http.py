@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sparqlnav.conversation import ConversationStore
 from sparqlnav.faces.routes_ask import ask_routes
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
 from sparqlnav.faces.routes_tools import tool_routes
@@ -226,6 +227,7 @@ def create_app(
         factory=strategy_factory or make_strategy,
         workers=Workers(config.max_concurrent),
         indexes=KGIndexes(settings.paths.home, embedding=settings.embedding),
+        conversations=ConversationStore.from_settings(settings),
     )
     mcp_server = None
     if config.mcp:
@@ -239,6 +241,7 @@ def create_app(
             llm=llm,
             strategy_factory=service.shared_strategy,
             default_strategy=config.strategy,
+            conversations=service.conversations,
         )
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=config.host)
 

@@ -18,6 +18,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from sparqlnav.context import Turn
+from sparqlnav.conversation import ConversationError, ConversationStore
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
 from sparqlnav.retrieval.indexes import KGIndexes
@@ -128,9 +130,11 @@ def create_mcp_server(
     strategy_factory: StrategyFactory | None = None,
     default_strategy: str = "auto",
     log_level: str = "WARNING",
+    conversations: ConversationStore | None = None,
 ) -> tuple[MCPServer, McpTools]:
     """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
-    opened under the settings' home); `ask` is offered only when an LLM is configured."""
+    opened under the settings' home); `ask` is offered only when an LLM is configured, and keeps its
+    conversations in `conversations` (else a store of its own, as the settings describe)."""
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
     )
@@ -167,14 +171,29 @@ def create_mcp_server(
 
         factory = strategy_factory or _cached(make_strategy)
         llm_config = llm
+        store = conversations if conversations is not None else ConversationStore.from_settings(settings)
 
-        def ask(question: str, strategy: str = default_strategy, kg: str | None = None) -> str:
+        def ask(
+            question: str,
+            strategy: str = default_strategy,
+            kg: str | None = None,
+            conversation: Annotated[
+                str | None,
+                Field(description="The id of the conversation this question follows up (from an earlier answer); "
+                      "absent: a new one is started."),
+            ] = None,
+        ) -> str:
             graph = kg_of(kg)
             try:
                 chosen = factory(strategy, llm_config)
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
-            answer = run_question(chosen, question, graph)
+            try:
+                talk = store.get(conversation) if conversation else store.create()
+            except ConversationError as exc:
+                raise ToolError(str(exc)) from None
+            answer = run_question(chosen, question, graph, context=talk.context())
+            number = store.add_turn(talk, Turn.of(answer, graph))
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]
@@ -183,12 +202,14 @@ def create_mcp_server(
             if answer.results is not None:
                 table = answer.results
                 parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
+            parts.append(f"Conversation: {talk.id} (turn {number}; pass it as `conversation` to follow up)")
             return "\n\n".join(p for p in parts if p)
 
         add(
             ask,
             "ask",
-            "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result."
+            "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the "
+            "result. Pass the `conversation` id of an earlier answer to ask a follow-up that builds on it."
             + (f" `kg` picks {kg_doc}." if len(names) > 1 else ""),
         )
     else:
