@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from sparqlnav.answer import Answer, run_question
     from sparqlnav.api import ask
+    from sparqlnav.conversation import Conversation, ConversationError, ConversationStore
     from sparqlnav.evaluation.datasets import DatasetFormatError
     from sparqlnav.evaluation.report import ReportError
     from sparqlnav.evaluation.runner import EvalError
@@ -43,6 +44,8 @@ _LAZY: dict[str, str] = {
     "open_kg": "sparqlnav.graph.opening",
     "run_question": "sparqlnav.answer",
     "Answer": "sparqlnav.answer",
+    "Conversation": "sparqlnav.conversation",
+    "ConversationStore": "sparqlnav.conversation",
     "KnowledgeGraph": "sparqlnav.graph.kg",
     "Trace": "sparqlnav.trace",
     "Event": "sparqlnav.trace",
@@ -67,11 +70,15 @@ _LAZY: dict[str, str] = {
     "EvalError": "sparqlnav.evaluation.runner",
     "ReportError": "sparqlnav.evaluation.report",
     "ScoreFileError": "sparqlnav.evaluation.score",
+    "ConversationError": "sparqlnav.conversation",
 }
 
 __all__ = [
     "Answer",
     "BudgetExceeded",
+    "Conversation",
+    "ConversationError",
+    "ConversationStore",
     "DatasetFormatError",
     "EmbedderUnavailable",
     "EvalError",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from sparqlnav.answer import Answer, Strategy, run_question
+from sparqlnav.context import Turn
+from sparqlnav.conversation import Conversation
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.llm.client import LLMConfig
@@ -20,14 +22,19 @@ def ask(
     llm: LLMConfig | None = None,
     timeout: float | None = None,
     on_event: Listener | None = None,
+    conversation: Conversation | None = None,
+    refine: int | None = None,
 ) -> Answer:
     """Answer `question` over `kg` (a `--kg` value or an open graph) with `strategy` (a name or an instance).
 
     `settings` and `llm` default to the environment (SPARQLNAV_*, OPENAI_BASE_URL, SPARQLNAV_LLM_MODEL); with
     no LLM configured, `auto` answers with the lexical strategy. `timeout` is the time limit per SPARQL query
-    of a graph opened here. `on_event` sees every trace event as it happens. A graph or strategy made here is
-    closed before returning; one passed in is left to its owner.
+    of a graph opened here. `on_event` sees every trace event as it happens. With `conversation`, the question
+    is a follow-up: its earlier turns (up to turn `refine` when given) come before it, and the answer is added
+    as its next turn. A graph or strategy made here is closed before returning; one passed in is left to its
+    owner.
     """
+    context = conversation.context(refine) if conversation is not None else None
     settings = settings if settings is not None else Settings.from_env()
     if isinstance(strategy, str):
         chosen = make_strategy(strategy, llm if llm is not None else settings.llm)
@@ -37,13 +44,15 @@ def ask(
     if on_event is not None:
         trace.subscribe(on_event)
     try:
-        if isinstance(kg, KnowledgeGraph):
-            return run_question(chosen, question, kg, trace)
-        graph = open_kg(kg, settings.with_timeout(timeout))
+        graph = kg if isinstance(kg, KnowledgeGraph) else open_kg(kg, settings.with_timeout(timeout))
         try:
-            return run_question(chosen, question, graph, trace)
+            answer = run_question(chosen, question, graph, trace, context)
+            if conversation is not None:
+                conversation.add(Turn.of(answer, graph))
+            return answer
         finally:
-            graph.close()
+            if graph is not kg:
+                graph.close()
     finally:
         close = getattr(chosen, "close", None)
         if chosen is not strategy and callable(close):

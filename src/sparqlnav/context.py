@@ -17,11 +17,16 @@ TURN_CELL_CHARS = 120
 class Finished(Protocol):
     """What a turn is made of: the parts of an `Answer` (named here so this module needs no strategy types)."""
 
-    question: str
-    sparql: str | None
-    results: ResultTable | None
-    text: str
-    status: str
+    @property
+    def question(self) -> str: ...
+    @property
+    def sparql(self) -> str | None: ...
+    @property
+    def results(self) -> ResultTable | None: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def status(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from sparqlnav.llm.client import LLMConfig, load_prices
 __all__ = [
     "VARIABLES",
     "ConfigError",
+    "ConversationSettings",
     "EmbeddingSettings",
     "PathSettings",
     "RemoteSettings",
@@ -67,6 +68,9 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "request_timeout_s"): ("SPARQLNAV_REQUEST_TIMEOUT",),
     ("serve", "max_concurrent"): ("SPARQLNAV_MAX_CONCURRENT",),
     ("serve", "log_level"): ("SPARQLNAV_LOG_LEVEL",),
+    ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
+    ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
+    ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
     ("debug", "on"): ("SPARQLNAV_DEBUG",),
 }
 
@@ -178,6 +182,24 @@ class ServeSettings(_Part):
         return value.upper() if isinstance(value, str) else value
 
 
+class ConversationSettings(_Part):
+    """Where the server keeps conversations (memory, or disk under the home) and how many, for how long."""
+
+    keep: Literal["memory", "disk"] = "memory"
+    max_count: int = Field(default=1000, ge=1)
+    ttl_s: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # after the last use
+
+    @property
+    def on_disk(self) -> bool:
+        """Conversations are written under the home and survive a restart."""
+        return self.keep == "disk"
+
+    @field_validator("keep", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
 class _Variables(PydanticBaseSettingsSource):
     """The settings named by VARIABLES, nested as the Settings tree, from a given mapping of variables."""
 
@@ -240,7 +262,7 @@ def _one_line(exc: ValidationError, source: _Variables) -> str:
 
 class Settings(BaseSettings):
     """Everything sparqlnav is configured with: paths, query limits, remote calls, Wikidata, the LLM, the
-    embedding server and the server's options, each part typed and validated."""
+    embedding server, the server's options and its conversations, each part typed and validated."""
 
     model_config = SettingsConfigDict(frozen=True, extra="forbid")
 
@@ -251,6 +273,7 @@ class Settings(BaseSettings):
     llm: LLMConfig | None = None  # None: no LLM configured (a normal state; `lexical` needs none)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     debug: bool = False  # show tracebacks instead of one-line errors
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sparqlnav.answer import Answer
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
@@ -341,22 +343,108 @@ def ask(
             if result.status == "error":
                 raise typer.Exit(1)
             return
-        screen = out()
-        if result.sparql:
-            screen.rule("SPARQL", style="dim")
-            screen.print(result.sparql.strip(), markup=False, highlight=False)
-        if result.results is not None and not result.results.is_boolean and result.results.rows:
-            screen.print(rich_table(result.results, graph))
-        screen.rule("Answer", style="dim")
-        screen.print(result.text, markup=False, highlight=False)
-        u = result.trace.usage
-        console.print(
-            f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
-            f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s",
-            style="dim",
-        )
+        _show_answer(result, graph, console)
         if result.status == "error":
             raise typer.Exit(1)
+
+
+def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> None:
+    """The final SPARQL, its rows and the answer on stdout; what it cost on `console`."""
+    screen = out()
+    if result.sparql:
+        screen.rule("SPARQL", style="dim")
+        screen.print(result.sparql.strip(), markup=False, highlight=False)
+    if result.results is not None and not result.results.is_boolean and result.results.rows:
+        screen.print(rich_table(result.results, graph))
+    screen.rule("Answer", style="dim")
+    screen.print(result.text, markup=False, highlight=False)
+    u = result.trace.usage
+    console.print(
+        f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
+        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s",
+        style="dim",
+    )
+
+
+CHAT_HELP = "Ask a question; a follow-up builds on the answers before it. /new starts over, /quit ends."
+
+
+def _read_line(prompt: str, interactive: bool) -> str | None:
+    """The next line typed (with readline's editing and history on a terminal), None at the end of input."""
+    if not interactive:
+        return sys.stdin.readline() or None
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+@app.command()
+def chat(
+    kg: KgOpt = "demo",
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    timeout: TimeoutOpt = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    llm_timeout: LlmTimeoutOpt = None,
+    llm_retries: LlmRetriesOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+) -> None:
+    """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit)."""
+    from sparqlnav.api import ask as ask_question
+    from sparqlnav.conversation import Conversation
+    from sparqlnav.strategies import make_strategy
+
+    settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
+    chosen = make_strategy(strategy, settings.llm)
+    console = err()
+    interactive = sys.stdin.isatty()
+    history = settings.paths.home / "chat_history"
+    if interactive:
+        import readline  # input() gets line editing and history once it is loaded
+
+        with contextlib.suppress(OSError):
+            readline.read_history_file(history)
+    if strategy == "auto" and settings.llm is None:
+        console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
+    try:
+        with opened(kg, settings) as graph:
+            console.print(f"{graph.name} · {CHAT_HELP}", style="dim", markup=False, highlight=False)
+            talk = Conversation()
+            while (line := _read_line("? ", interactive)) is not None:
+                question = line.strip()
+                if not question:
+                    continue
+                if question in ("/quit", "/exit", "/q"):
+                    break
+                if question == "/new":
+                    talk = Conversation()
+                    console.print("new conversation", style="dim")
+                    continue
+                if question.startswith("/"):
+                    console.print(f"unknown command {question.split()[0]}: {CHAT_HELP}", markup=False, highlight=False)
+                    continue
+                if not interactive:
+                    console.print(f"? {question}", style="bold", markup=False, highlight=False)
+                shown = _StepPrinter(console)
+                try:
+                    result = ask_question(
+                        question, kg=graph, strategy=chosen, conversation=talk, on_event=None if quiet else shown
+                    )
+                except SparqlnavError as exc:  # one failed question does not end the conversation
+                    console.print(f"error: {_one_line(exc)}", markup=False, highlight=False)
+                    continue
+                finally:
+                    shown.close()
+                _show_answer(result, graph, console)
+    finally:
+        close = getattr(chosen, "close", None)
+        if callable(close):
+            close()
+        if interactive:
+            with contextlib.suppress(OSError):
+                history.parent.mkdir(parents=True, exist_ok=True)
+                readline.set_history_length(1000)
+                readline.write_history_file(history)
 
 
 def _one_line(exc: BaseException) -> str:

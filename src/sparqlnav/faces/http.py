@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sparqlnav.conversation import ConversationStore
 from sparqlnav.faces.access import HostCheck, Networks, client_address
 from sparqlnav.faces.routes_ask import ask_routes
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
@@ -271,6 +272,7 @@ def create_app(
         factory=strategy_factory or make_strategy,
         workers=Workers(config.max_concurrent),
         indexes=KGIndexes(settings.paths.home, embedding=settings.embedding),
+        conversations=ConversationStore.from_settings(settings),
     )
     mcp_server = None
     if config.mcp:
@@ -285,6 +287,7 @@ def create_app(
             strategy_factory=service.shared_strategy,
             default_strategy=config.strategy,
             runner=service.run,  # the API's slots, time limit and accounting
+            conversations=service.conversations,
         )
         mcp_app = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", host=config.host, transport_security=mcp_security(config)

@@ -20,6 +20,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from sparqlnav.cancel import check as check_cancelled
+from sparqlnav.context import Turn
+from sparqlnav.conversation import ConversationError, ConversationStore
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
@@ -145,10 +147,12 @@ def create_mcp_server(
     default_strategy: str = "auto",
     log_level: str = "WARNING",
     runner: Runner | None = None,
+    conversations: ConversationStore | None = None,
 ) -> tuple[MCPServer, McpTools]:
     """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
     opened under the settings' home); `ask` is offered only when an LLM is configured. Every call's work is
-    done by `runner` (default: a thread of the SDK's own pool)."""
+    done by `runner` (default: a thread of the SDK's own pool); `ask` keeps its conversations in
+    `conversations` (else a store of its own, as the settings describe)."""
     run_in: Runner = runner or anyio.to_thread.run_sync
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
@@ -186,19 +190,34 @@ def create_mcp_server(
 
         factory = strategy_factory or _cached(make_strategy)
         llm_config = llm
+        store = conversations if conversations is not None else ConversationStore.from_settings(settings)
 
-        async def ask(question: str, strategy: str = default_strategy, kg: str | None = None) -> str:
-            return await _ran(run_in, lambda: answered(question, strategy, kg))
+        async def ask(
+            question: str,
+            strategy: str = default_strategy,
+            kg: str | None = None,
+            conversation: Annotated[
+                str | None,
+                Field(description="The id of the conversation this question follows up (from an earlier answer); "
+                      "absent: a new one is started."),
+            ] = None,
+        ) -> str:
+            return await _ran(run_in, lambda: answered(question, strategy, kg, conversation))
 
-        def answered(question: str, strategy: str, kg: str | None) -> str:
+        def answered(question: str, strategy: str, kg: str | None, conversation: str | None) -> str:
             graph = kg_of(kg)
             try:
                 chosen = factory(strategy, llm_config)
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
+            try:
+                talk = store.get(conversation) if conversation else store.create()
+            except ConversationError as exc:
+                raise ToolError(str(exc)) from None
             trace = Trace()
             trace.subscribe(lambda _: check_cancelled())  # every step of the run is a place to stop
-            answer = run_question(chosen, question, graph, trace)
+            answer = run_question(chosen, question, graph, trace, talk.context())
+            number = store.add_turn(talk, Turn.of(answer, graph))
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]
@@ -207,12 +226,14 @@ def create_mcp_server(
             if answer.results is not None:
                 table = answer.results
                 parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
+            parts.append(f"Conversation: {talk.id} (turn {number}; pass it as `conversation` to follow up)")
             return "\n\n".join(p for p in parts if p)
 
         add(
             ask,
             "ask",
-            "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the result."
+            "Answer a question in plain language: an agent explores the KG, writes and runs SPARQL, and explains the "
+            "result. Pass the `conversation` id of an earlier answer to ask a follow-up that builds on it."
             + (f" `kg` picks {kg_doc}." if len(names) > 1 else ""),
         )
     else:

@@ -7,14 +7,24 @@ events cross into the event loop with `call_soon_threadsafe` and leave as server
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from sparqlnav.answer import Answer
+from sparqlnav.context import RunContext
+from sparqlnav.conversation import (
+    Conversation,
+    ConversationError,
+    ConversationNotFound,
+    ConversationRefused,
+    edit_turn,
+)
 from sparqlnav.faces.service import Job, Service, json_response, one_line, run_failure
 from sparqlnav.graph.kg import KGError
 from sparqlnav.trace import Event
@@ -28,6 +38,61 @@ class AskRequest(BaseModel):
     question: str = Field(description="The question, in plain language.", examples=["Who manages Heinrich Hoch?"])
     kg: str | None = Field(default=None, description="A KG name this server offers (default: the first).")
     strategy: str | None = Field(default=None, description="lexical, explore, … or auto (default: the server's).")
+    conversation: str | None = Field(
+        default=None,
+        description="The id of the conversation this question follows up (from an earlier answer's `conversation`); "
+        "absent: a new conversation is started.",
+    )
+    refine: int | None = Field(
+        default=None, ge=1, description="The number of an earlier turn this question refines (default: all before)."
+    )
+    sparql: str | None = Field(
+        default=None, description="The user's own edit of the last query, kept as a turn the question builds on."
+    )
+
+
+def owner_of(token: str) -> str:
+    """Who owns a conversation started with this bearer token: a digest, so the token is never kept."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
+
+
+def _owner(service: Service, request: Request) -> str | None:
+    """The client's owner id when auth is on (the guard has checked the token), else None."""
+    if not service.config.token:
+        return None
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    return owner_of(value.strip()) if scheme.lower() == "bearer" else None
+
+
+def _conversation(service: Service, body: AskRequest, request: Request) -> tuple[Conversation, RunContext]:
+    """The conversation the question belongs to (created when the body names none) with the user's edit recorded,
+    and the context of the question; HTTP 404, 403 or 422 when it cannot be used as asked."""
+    store = service.conversations
+    owner = _owner(service, request)
+    try:
+        talk = store.get(body.conversation, owner) if body.conversation else store.create(owner)
+        context = talk.context(body.refine)  # checked before the edit is kept
+        if body.sparql and body.sparql.strip():
+            if len(body.sparql) > service.config.max_query_chars:
+                raise HTTPException(422, f"sparql is too long (the limit is {service.config.max_query_chars})")
+            store.add_turn(talk, edit_turn(body.sparql))
+            context = talk.context(body.refine)
+    except ConversationNotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except ConversationRefused as exc:
+        raise HTTPException(403, str(exc)) from None
+    except ConversationError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return talk, context
+
+
+def answer_object(answer: Answer) -> dict[str, Any]:
+    """The `ask --json` object, with the conversation's id and the turn's number at the top when there is one."""
+    data = answer.to_json()
+    talk = answer.extra.get("conversation")
+    if talk is not None:
+        data["conversation"], data["turn"] = talk["id"], talk["turn"]
+    return data
 
 
 def ask_routes(service: Service) -> APIRouter:
@@ -36,14 +101,16 @@ def ask_routes(service: Service) -> APIRouter:
     config, pool = service.config, service.pool
 
     @router.post("/api/ask", tags=["ask"])
-    async def ask(body: AskRequest) -> Response:
-        """Answer a question: the `ask --json` object (question, strategy, sparql, results, answer, trace, usage)."""
+    async def ask(body: AskRequest, request: Request) -> Response:
+        """Answer a question: the `ask --json` object (question, strategy, sparql, results, answer, trace, usage)
+        plus `conversation` (its id, for follow-ups) and `turn` (the question's number in it)."""
         question = service.check_question(body.question)
         kg_name = service.kg(body.kg)
         _, strategy = service.strategy(body.strategy)
-        job = service.start(question, kg_name, strategy)
+        talk, context = _conversation(service, body, request)
+        job = service.start(question, kg_name, strategy, conversation=talk, context=context)
         answer = await service.finish(job)
-        return json_response(answer.to_json())
+        return json_response(answer_object(answer))
 
     @router.post(
         "/api/ask/stream",
@@ -51,19 +118,20 @@ def ask_routes(service: Service) -> APIRouter:
         response_class=StreamingResponse,
         responses={200: {"content": {"text/event-stream": {}}, "description": "`trace` events, then one `answer` (or `error`)."}},
     )
-    async def ask_stream(body: AskRequest) -> StreamingResponse:
+    async def ask_stream(body: AskRequest, request: Request) -> StreamingResponse:
         """The same run as server-sent events: `event: trace` for each step as it happens, then `event: answer`
-        with the `ask --json` object (or `event: error` with `{status, detail}`)."""
+        with the answer object of `/api/ask` (or `event: error` with `{status, detail}`)."""
         question = service.check_question(body.question)
         kg_name = service.kg(body.kg)
         _, strategy = service.strategy(body.strategy)
+        talk, context = _conversation(service, body, request)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
         def forward(event: Event) -> None:  # runs in the worker thread
             loop.call_soon_threadsafe(queue.put_nowait, ("trace", event.to_json()))
 
-        job = service.start(question, kg_name, strategy, listeners=[forward])
+        job = service.start(question, kg_name, strategy, listeners=[forward], conversation=talk, context=context)
         # Queued after every event the worker forwarded, so the answer always comes last.
         job.future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, ("done", None)))
         return StreamingResponse(
@@ -126,7 +194,7 @@ async def _stream(
                 continue
             exc = job.future.exception()
             if exc is None:
-                yield _sse("answer", job.future.result().to_json())
+                yield _sse("answer", answer_object(job.future.result()))
             elif isinstance(exc, KGError):
                 yield _sse("error", {"status": 503, "detail": one_line(exc)})
             elif isinstance(exc, Exception):

@@ -19,6 +19,8 @@ from fastapi.responses import Response
 
 from sparqlnav.answer import Answer, Strategy, run_question
 from sparqlnav.cancel import CancelSignal, bound
+from sparqlnav.context import RunContext, Turn
+from sparqlnav.conversation import Conversation, ConversationStore
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
@@ -352,6 +354,7 @@ class Service:
     indexes: KGIndexes  # the KGs' retrieval indexes, shared by the tool routes and MCP
     tools: Registry = TOOLKIT_TOOLS  # what the tool routes and MCP offer
     mcp_tools: McpTools | None = None
+    conversations: ConversationStore = field(default_factory=ConversationStore)  # shared with MCP
 
     strategies: dict[str, Strategy] = field(default_factory=dict)
     _strategy_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -407,9 +410,16 @@ class Service:
         return text
 
     def start(
-        self, question: str, kg_name: str, strategy: Strategy, listeners: Iterable[Callable[[Event], None]] = ()
+        self,
+        question: str,
+        kg_name: str,
+        strategy: Strategy,
+        listeners: Iterable[Callable[[Event], None]] = (),
+        conversation: Conversation | None = None,
+        context: RunContext | None = None,
     ) -> Job:
-        """Start a run in a worker; HTTP 503 when all workers are busy."""
+        """Start a run in a worker (a follow-up in `conversation`, with `context` before the question, adds its
+        turn there); HTTP 503 when all workers are busy."""
         trace = Trace()
         signal = CancelSignal()
         for listener in listeners:
@@ -419,7 +429,10 @@ class Service:
         def work() -> Answer:
             graph = self.pool.get(kg_name)
             with bound(signal):
-                answer = run_question(strategy, question, graph, trace)
+                answer = run_question(strategy, question, graph, trace, context)
+            if conversation is not None:
+                number = self.conversations.add_turn(conversation, Turn.of(answer, graph))
+                answer.extra["conversation"] = {"id": conversation.id, "turn": number}
             answer.extra.setdefault("kg", kg_name)
             answer.extra["display"] = display(graph, answer.results)
             u = trace.usage

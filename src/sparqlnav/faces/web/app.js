@@ -1,6 +1,8 @@
 /* The sparqlnav web UI: a chat whose answers show their streamed steps, the final SPARQL (highlighted,
    copyable, editable, re-runnable), the results with labels and clickable IRIs, and the answer; plus a
-   plain SPARQL editor. Plain browser JavaScript; everything it loads comes from this server. */
+   plain SPARQL editor. The chat is one conversation on the server: follow-ups build on earlier turns, any
+   earlier answer can be refined, an edited query goes with the next question, and "New conversation"
+   starts over. Plain browser JavaScript; everything it loads comes from this server. */
 (function () {
   "use strict";
 
@@ -12,7 +14,9 @@
     return node;
   };
   const XSD = "http://www.w3.org/2001/XMLSchema#";
-  const state = { info: null, busy: false };
+  // conversation: the server's id of this thread; refine: the turn the next question refines; edit: the
+  // user's own edit of a query, sent with the next question as a turn of its own.
+  const state = { info: null, busy: false, conversation: null, refine: null, edit: null, welcome: null };
 
   // -- HTTP ---------------------------------------------------------------------------------------
 
@@ -331,9 +335,13 @@
       const block = el("div", "sparql-block");
       block.appendChild(el("div", "block-title", "SPARQL"));
       const statusLine = el("span", "status");
+      const runEdited = (q) => {
+        if (q.trim() !== answer.sparql.trim()) setEdit(q);
+        return runQuery(q, resultsBox, statusLine);
+      };
       const editor = SparqlHighlight.createEditor(answer.sparql, {
         label: "Final SPARQL query",
-        onRun: (q) => runQuery(q, resultsBox, statusLine),
+        onRun: runEdited,
       });
       block.appendChild(editor.element);
       const row = el("div", "row");
@@ -342,7 +350,7 @@
       copy.addEventListener("click", () => copyText(editor.get(), copy));
       const run = el("button", "run", "Run");
       run.type = "button";
-      run.addEventListener("click", () => runQuery(editor.get(), resultsBox, statusLine));
+      run.addEventListener("click", () => runEdited(editor.get()));
       const reset = el("button", "linkish reset", "reset");
       reset.type = "button";
       reset.addEventListener("click", () => {
@@ -362,14 +370,65 @@
     if (u.llm_calls) bits.push(u.llm_calls + " LLM calls (" + (u.input_tokens || 0) + "+" + (u.output_tokens || 0) + " tokens)");
     if (u.cost_usd) bits.push("$" + u.cost_usd.toFixed(4));
     bits.push((u.seconds || 0).toFixed(2) + " s");
-    box.appendChild(el("div", "usage", bits.join(" · ")));
+    const foot = el("div", "turn-foot");
+    foot.appendChild(el("div", "usage", bits.join(" · ")));
+    if (answer.turn) {
+      turn.dataset.turn = String(answer.turn);
+      turn.querySelector(".turn-number").textContent = "#" + answer.turn;
+      const refine = el("button", "linkish refine", "Refine");
+      refine.type = "button";
+      refine.title = "Ask a follow-up that starts from this answer";
+      refine.addEventListener("click", () => setRefine(answer.turn, turn));
+      foot.appendChild(refine);
+    }
+    box.appendChild(foot);
+  }
+
+  // -- the conversation ----------------------------------------------------------------------------
+
+  function showThread() {
+    const refineChip = $("#refine-chip");
+    refineChip.hidden = state.refine === null;
+    if (state.refine !== null) $("#refine-text").textContent = "Refining turn #" + state.refine;
+    $("#edit-chip").hidden = state.edit === null;
+    document.querySelectorAll(".turn.refining").forEach((t) => {
+      if (t.dataset.turn !== String(state.refine)) t.classList.remove("refining");
+    });
+  }
+
+  function setRefine(number, turn) {
+    state.refine = number;
+    if (turn) turn.classList.add("refining");
+    showThread();
+    $("#question").focus();
+  }
+
+  function setEdit(query) {
+    state.edit = query;
+    showThread();
+  }
+
+  function newConversation() {
+    state.conversation = null;
+    state.refine = null;
+    state.edit = null;
+    const chat = $("#chat");
+    chat.textContent = "";
+    if (state.welcome) chat.appendChild(state.welcome.cloneNode(true));
+    showThread();
+    $("#question").focus();
   }
 
   function newTurn(question) {
     const welcome = $("#welcome");
     if (welcome) welcome.remove();
     const turn = el("article", "turn");
-    turn.appendChild(el("div", "question", question));
+    const head = el("div", "question-row");
+    head.appendChild(el("span", "turn-number", ""));
+    if (state.refine !== null) head.appendChild(el("span", "turn-note refines", "refines #" + state.refine));
+    if (state.edit !== null) head.appendChild(el("span", "turn-note edited", "builds on your edited query"));
+    head.appendChild(el("div", "question", question));
+    turn.appendChild(head);
     const steps = el("details", "steps");
     steps.open = true;
     const summary = el("summary");
@@ -393,8 +452,15 @@
     const list = turn.querySelector(".events");
     const count = turn.querySelector(".steps-count");
     let n = 0;
+    const body = { question: question, kg: currentKg(), strategy: currentStrategy() };
+    if (state.conversation) body.conversation = state.conversation;
+    if (state.refine !== null) body.refine = state.refine;
+    if (state.edit !== null) body.sparql = state.edit;
+    state.refine = null;
+    state.edit = null;
+    showThread();
     try {
-      await postStream("/api/ask/stream", { question: question, kg: currentKg(), strategy: currentStrategy() }, (name, data) => {
+      await postStream("/api/ask/stream", body, (name, data) => {
         if (name === "trace") {
           if (data.kind === "answer") return;
           list.appendChild(eventNode(data));
@@ -402,6 +468,7 @@
           count.textContent = String(n);
           list.lastChild.scrollIntoView({ block: "nearest" });
         } else if (name === "answer") {
+          if (data.conversation) state.conversation = data.conversation;
           turn.querySelector(".answer").classList.remove("pending");
           renderAnswer(turn, data);
           turn.classList.add("done");
@@ -453,6 +520,11 @@
     $("#mode-ask").addEventListener("click", () => setMode("ask"));
     $("#mode-sparql").addEventListener("click", () => setMode("sparql"));
     $("#entity-close").addEventListener("click", () => { $("#entity-panel").hidden = true; });
+    state.welcome = $("#welcome").cloneNode(true);
+    $("#new-conversation").addEventListener("click", newConversation);
+    $("#refine-cancel").addEventListener("click", () => { state.refine = null; showThread(); });
+    $("#edit-cancel").addEventListener("click", () => { state.edit = null; showThread(); });
+    $("#kg").addEventListener("change", () => { if (state.conversation) newConversation(); });
     $("#ask-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       const q = $("#question").value.trim();
