@@ -778,21 +778,29 @@ def index_command(
     no_endpoint_examples: Annotated[
         bool, typer.Option("--no-endpoint-examples", help="Do not read the examples the endpoint publishes itself.")
     ] = False,
+    docs: Annotated[
+        list[Path] | None,
+        typer.Option("--docs", help="Documents beside the KG: folders or files of text, Markdown, HTML or JSONL {id, title, text} (repeatable; replaces the documents indexed before)."),
+    ] = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
-    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions)."""
+    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions, documents)."""
     import hashlib
 
+    from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
     from sparqlnav.retrieval.examples import ExamplesError, load_examples
     from sparqlnav.retrieval.index import (
+        DOCUMENT_KINDS,
         IndexUnavailable,
         QdrantIndex,
         SchemaUnavailable,
         build_kg_index,
         kg_index_dir,
+        open_kg_index,
     )
+    from sparqlnav.retrieval.indexes import index_documents
 
     settings = settings_for(timeout)
     try:
@@ -823,26 +831,38 @@ def index_command(
                 raise CliError(str(exc)) from None
             backend_spec = {"kind": "qdrant", "location": qdrant, "collection": collection}
         try:
-            ctx, stats = build_kg_index(
-                graph, settings.paths.home, examples=found, void_files=void or [], embedder=chosen,
-                embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
-                backend=backend, backend_spec=backend_spec, progress=report,
-            )
-        except (SchemaUnavailable, ExamplesError, IndexUnavailable) as exc:
+            # Documents alone refresh an index that exists: its examples and shapes are kept as they are.
+            ctx = (open_kg_index(graph, settings.paths.home, embedder=chosen)
+                   if docs and not (examples or void or qdrant) else None)
+            if ctx is None:
+                ctx, stats = build_kg_index(
+                    graph, settings.paths.home, examples=found, void_files=void or [], embedder=chosen,
+                    embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
+                    backend=backend, backend_spec=backend_spec, progress=report,
+                )
+            corpus = None
+            if docs:
+                corpus, stats = index_documents(ctx, graph, settings.paths.home, docs, progress=report)
+        except (SchemaUnavailable, ExamplesError, IndexUnavailable, DocumentsError) as exc:
             raise CliError(str(exc)) from None
-        counts = {kind: len(ctx.index.documents([kind])) for kind in ("example", "shape", "endpoint")}
+        kinds = ("example", "shape", "endpoint", *DOCUMENT_KINDS)
+        counts = {kind: len(ctx.index.documents([kind])) for kind in kinds}
         ctx.close()
     summary = {
         "index": str(kg_index_dir(graph, settings.paths.home)),
         "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
+        "passages": counts["passage"], "tables": counts["table"], "infoboxes": counts["infobox"],
         "embedder": spec, **stats.to_json(),
+        **({"files": corpus.files, "files_read": corpus.read, "files_unchanged": corpus.unchanged} if corpus else {}),
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))
         return
+    documents = (f"; {summary['passages']} passages, {summary['tables']} tables, {summary['infoboxes']} infoboxes "
+                 f"from {corpus.files} files ({corpus.read} read, {corpus.unchanged} unchanged)") if corpus else ""
     out().print(
-        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s) "
-        f"in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
+        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s)"
+        f"{documents} in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
         f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
         markup=False, highlight=False,
     )
