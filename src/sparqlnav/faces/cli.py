@@ -303,6 +303,26 @@ def _show_event(console: Console, event: Event) -> None:
     console.print(text, markup=False, highlight=False)
 
 
+SourcesOpt = Annotated[
+    str | None,
+    typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
+]
+
+
+def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
+    """Options for `make_strategy` from the command line (`--sources` for the hybrid strategy)."""
+    if sources is None:
+        return {}
+    if strategy != "hybrid":
+        raise CliError("--sources is an option of the hybrid strategy (--strategy hybrid)")
+    from sparqlnav.strategies.hybrid import parse_sources
+
+    try:
+        return {"sources": parse_sources(sources)}
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
@@ -314,6 +334,7 @@ def ask(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    sources: SourcesOpt = None,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
     from sparqlnav.api import ask as ask_question
@@ -322,7 +343,7 @@ def ask(
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
-    chosen = make_strategy(strategy, llm)
+    chosen = make_strategy(strategy, llm, **strategy_knobs(strategy, sources))
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
@@ -345,6 +366,12 @@ def ask(
             screen.print(rich_table(result.results, graph))
         screen.rule("Answer", style="dim")
         screen.print(result.text, markup=False, highlight=False)
+        for item in result.extra.get("evidence", []):
+            mark = "cited" if item["used"] else "not cited"
+            screen.print(f"[{item['id']}] {item['kind']} {item['ref']} ({mark}): {item['text'][:200]}",
+                         markup=False, highlight=False, style="dim")
+        for branch, why in result.extra.get("failed", {}).items():
+            console.print(f"source {branch} failed: {why}", markup=False, highlight=False, style="yellow")
         u = result.trace.usage
         console.print(
             f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
@@ -409,15 +436,30 @@ def score(
         ),
     ],
     json_output: JsonOpt = False,
+    judge: Annotated[
+        bool, typer.Option("--judge", help="Also ask the configured LLM whether each free-text answer matches the gold.")
+    ] = False,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
 ) -> None:
-    """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset."""
+    """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset;
+    free-text answers (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
+    from sparqlnav.evaluation.judge import LLMJudge
     from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
 
+    judge_fn = None
+    if judge:
+        llm = settings_for(None, llm_model).llm
+        if llm is None:
+            raise CliError("--judge needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL")
+        judge_fn = LLMJudge(llm)
     try:
-        report = score_file(file)
+        report = score_file(file, judge=judge_fn)
     except ScoreFileError as error:
         err().print(f"error: {_one_line(error)}", markup=False, highlight=False)
         raise typer.Exit(1) from None
+    finally:
+        if judge_fn is not None:
+            judge_fn.close()
     if json_output:
         print(json.dumps(report_json(report), ensure_ascii=False))
     else:
@@ -465,6 +507,7 @@ def eval_command(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    sources: SourcesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
@@ -482,13 +525,14 @@ def eval_command(
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
+    knobs = strategy_knobs(strategy, sources)
     try:
-        probe = make_strategy(strategy, llm)
+        probe = make_strategy(strategy, llm, **knobs)
     except StrategyUnavailable as exc:
         raise CliError(str(exc)) from None
 
     def build(splits: Any) -> Any:
-        options = {"example_splits": splits} if splits is not None else {}
+        options = {**knobs, **({"example_splits": splits} if splits is not None else {})}
         try:
             return make_strategy(strategy, llm, **options)
         except TypeError as exc:
@@ -498,7 +542,7 @@ def eval_command(
         dataset=dataset_file,
         kg=kg,
         strategy=probe.name,
-        out=out_dir or default_out_dir(dataset_file, probe.name),
+        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")),
         limit=limit,
         sample=sample,
         seed=seed,
