@@ -289,7 +289,9 @@ class _Run:
             raise HybridError(f"the {sub.name} strategy failed: {answer.error or answer.text}")
         table = answer.results
         if table is None or (not table.is_boolean and table.is_empty):
-            raise HybridError(f"the {sub.name} strategy found nothing in the KG ({answer.status})")
+            # Finding nothing is an answer of the KG, not a failure of the path: it just gives no evidence.
+            self.trace.emit("observation", branch="kg", text=f"the {sub.name} strategy found nothing ({answer.status})")
+            return
         if table.is_boolean:
             shown = "yes" if table.boolean else "no"
         else:
