@@ -23,6 +23,7 @@ EventKind = Literal[
     "error",
     "context",  # what a run was given before it started: earlier turns, a cascade's handover
     "escalate",  # a cascade moved on to a stronger strategy, and why
+    "evidence",  # one item of evidence a hybrid run gathered: kind, ref, text
 ]
 Listener = Callable[["Event"], None]
 

@@ -122,14 +122,15 @@ def detect_format(data: Any) -> DatasetFormat | None:
         keys = set().union(*(item.keys() for item in data))
         if {"question", "gold_sparql", "gold_answer_tuple"} <= keys:
             return "spinach-output"
-        if all("question" in item and ("sparql" in item or "query" in item) for item in data):
+        # Free-text questions (the demo hybrid set) give their answers without a query.
+        if all("question" in item and ("sparql" in item or "query" in item or "answer" in item) for item in data):
             return "spinach" if {"title", "url"} <= keys else "plain"
     return None
 
 
 _EXPECTED = (
     "expected QALD JSON, text2sparql YAML, SPINACH JSON, or a JSON/JSONL list of "
-    "{question, sparql} objects"
+    "{question, sparql} (or {question, answer}) objects"
 )
 
 

@@ -46,6 +46,11 @@ equal or not. Both empty scores 1. Micro aggregation sums tp/fp/fn over question
 Superset (SPAGHETTI, spaghetti.txt §4: the prediction "contains" the gold answer): every lexical
 value of the gold answer, except gold ``Label``/``Description`` columns, occurs somewhere in the
 prediction; booleans compare equal.
+
+Free-text answers (the hybrid strategy's; SPAGHETTI §4) are scored against gold answer strings, each
+required: EM when the normalised answer (lower case, no punctuation, articles or citation marks like
+``[E2]``) equals the normalised gold parts joined by "and" (or the only part); Superset when every
+normalised gold part is a substring of the normalised answer; and an LLM judge's verdict (`LLMJudge`).
 """
 
 from __future__ import annotations
@@ -441,6 +446,78 @@ def aggregate(scores: Sequence[Scores]) -> dict[str, Any]:
         "row_em": macro["row_em"],
         "superset": macro["superset"],
     }
+
+
+# --------------------------------------------------------------------------- free-text answers
+
+_CITATION = re.compile(r"\[E\d+\]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def normalise_answer(text: str) -> str:
+    """Lower case, without citation marks, punctuation, articles and extra spaces (SQuAD-style)."""
+    text = _CITATION.sub(" ", text).lower()
+    return " ".join(_ARTICLES.sub(" ", _PUNCT.sub(" ", text)).split())
+
+
+def answer_em(gold: Sequence[str], predicted: str | None) -> bool:
+    """Exact match of a free-text answer: the normalised answer is the gold (its parts joined by "and")."""
+    if predicted is None or not gold:
+        return False
+    answer = normalise_answer(predicted)
+    parts = [normalise_answer(g) for g in gold]
+    return answer in {" and ".join(parts), " ".join(parts)}
+
+
+def answer_superset(gold: Sequence[str], predicted: str | None) -> bool:
+    """SPAGHETTI Superset for free text: every gold part occurs in the answer (normalised, as words)."""
+    if predicted is None or not gold:
+        return False
+    answer = f" {normalise_answer(predicted)} "
+    return all(f" {normalise_answer(g)} " in answer for g in gold)
+
+
+@dataclass(frozen=True, slots=True)
+class TextScores:
+    """The metrics of one free-text answer."""
+
+    em: float
+    superset: float
+    judge: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return asdict(self)
+
+
+def score_text(gold: Sequence[str], predicted: str | None, *, question: str | None = None,
+               judge: AnswerJudge | None = None) -> TextScores:
+    """EM, Superset and (with a judge and the question) the judge's verdict for one free-text answer."""
+    verdict: bool | None = None
+    if judge is not None and question is not None:
+        verdict = False if not predicted else bool(judge(question, "; ".join(gold), predicted))
+    return TextScores(em=float(answer_em(gold, predicted)), superset=float(answer_superset(gold, predicted)),
+                      judge=verdict)
+
+
+def aggregate_text(scores: Sequence[TextScores]) -> dict[str, Any]:
+    """Means of EM, Superset and (over judged answers) the judge: the columns of SPAGHETTI's Table 2."""
+    n = len(scores)
+    judged = [s.judge for s in scores if s.judge is not None]
+    return {
+        "count": n,
+        "em": sum(s.em for s in scores) / n if n else 0.0,
+        "superset": sum(s.superset for s in scores) / n if n else 0.0,
+        "judge": sum(judged) / len(judged) if judged else None,
+    }
+
+
+def gold_strings(results: Results) -> list[str]:
+    """The values of a gold answer as strings (the parts a free-text answer must contain)."""
+    if is_boolean(results):
+        return ["yes" if results["boolean"] else "no"]
+    return [_value_text(t.get("value")) for row in bindings(results) for t in row.values()]
 
 
 # --------------------------------------------------------------------------- text for judges

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.evaluation.metrics import Scores, aggregate
+from sparqlnav.evaluation.metrics import Scores, TextScores, aggregate, aggregate_text
 
 FailureKind = Literal[
     "correct", "partial", "wrong_answer", "empty", "timeout", "syntax_error", "query_error",
@@ -181,6 +181,8 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "row_f1": agg["row_f1"],
         "row_em": agg["row_em"],
         "superset": agg["superset"],
+        # Free-text answers against gold strings (SPAGHETTI's EM / Superset; the judge comes from `score --judge`).
+        "answer": aggregate_text([TextScores(**r["text_metrics"]) for r in records if r.get("text_metrics")]),
         "macro": agg["macro"],
         "micro": agg["micro"],
         "tpq": total("seconds") / n if n else 0.0,
@@ -479,6 +481,8 @@ def summary_table(summary: Mapping[str, Any], *, title: str = "Summary") -> Any:
         ("micro F1 (set)", _num(s["micro_f1"])),
         ("row F1", _num(s["row_f1"])),
         ("row EM", _num(s["row_em"])),
+        *([("answer EM (text)", _num(s["answer"]["em"])), ("answer Superset (text)", _num(s["answer"]["superset"]))]
+          if s.get("answer", {}).get("count") else []),
         ("TPQ (s)", _num(s["tpq"], 2)),
         ("QPQ", _num(s["qpq"], 2)),
         ("CPQ (USD)", _num(s["cpq"], 5) + ("" if s["cost_known"] else " ?")),

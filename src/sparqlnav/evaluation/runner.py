@@ -37,7 +37,15 @@ from sparqlnav.answer import Strategy, run_question
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import Dataset, Question, load_dataset
 from sparqlnav.evaluation.gold import Gold, freeze_gold, gold_file_for
-from sparqlnav.evaluation.metrics import Scores, bindings, check_results, is_boolean, score
+from sparqlnav.evaluation.metrics import (
+    Scores,
+    bindings,
+    check_results,
+    gold_strings,
+    is_boolean,
+    score,
+    score_text,
+)
 from sparqlnav.evaluation.report import FailureKind, write_report
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.trace import Trace
@@ -237,6 +245,12 @@ def make_record(
     if gold.results is not None and not bad_gold:
         scores = score(gold.results, None if bad_results else results)
     record["metrics"] = scores.to_dict() if scores else None
+    # A free-text answer against gold answer strings (the hybrid questions): EM and Superset of the text.
+    # Gold IRIs are not text an answer could contain: only literal gold values are scored this way.
+    text = answer.get("answer")
+    parts = gold_strings(gold.results) if gold.values_only and gold.results is not None and not bad_gold else []
+    textual = bool(parts) and not any(p.startswith(("http://", "https://")) for p in parts)
+    record["text_metrics"] = score_text(parts, text if isinstance(text, str) else None).to_dict() if textual else None
     record["f1"] = headline_f1(scores, gold.values_only) if scores else None
     for name in ("row_f1", "row_em", "set_f1"):
         record[name] = getattr(scores, name) if scores else None

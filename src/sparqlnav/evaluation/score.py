@@ -12,7 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.evaluation.metrics import AnswerJudge, Scores, aggregate, check_results, score
+from sparqlnav.evaluation.metrics import (
+    AnswerJudge,
+    Scores,
+    TextScores,
+    aggregate,
+    aggregate_text,
+    check_results,
+    gold_strings,
+    score,
+    score_text,
+)
 
 
 class ScoreFileError(SparqlnavError, ValueError):
@@ -24,7 +34,8 @@ class ScoredItem:
     """The metrics of one line of a predictions file."""
 
     id: str
-    scores: Scores
+    scores: Scores | None
+    text: TextScores | None = None  # a free-text answer's EM / Superset / judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +45,7 @@ class ScoreReport:
     items: list[ScoredItem]
     overall: dict[str, Any]
     skipped: list[str] = field(default_factory=list)  # ids with no gold answer to score against
+    answers: dict[str, Any] | None = None  # free-text answers: EM / Superset / judge (see `aggregate_text`)
 
 
 def score_file(path: str | Path, *, judge: AnswerJudge | None = None) -> ScoreReport:
@@ -62,6 +74,15 @@ def score_lines(
             raise ScoreFileError(f"{where}: not valid JSON ({error.msg})") from error
         if not isinstance(record, dict):
             raise ScoreFileError(f"{where}: expected an object {{id, gold, predicted}}")
+        question = record.get("question")
+        question = question if isinstance(question, str) else None
+        free = _free_text(record)
+        if free is not None:
+            # {id, question, gold: ["..."], answer: "..."}: a free-text answer against gold strings.
+            parts, said = free
+            ident = str(record.get("id", number))
+            items[ident] = ScoredItem(ident, None, score_text(parts, said, question=question, judge=judge))
+            continue
         if "predicted" not in record and "results" in record:
             record["predicted"] = record["results"]  # an `eval` predictions.jsonl line scores as it is
         for key in ("gold", "predicted"):
@@ -80,23 +101,38 @@ def score_lines(
             raise ScoreFileError(f"{where}: {error}") from error
         if not isinstance(ident, str | int):
             raise ScoreFileError(f"{where}: 'id' must be a string or a number")
-        question = record.get("question")
-        scores = score(
-            gold,
-            predicted,
-            question=question if isinstance(question, str) else None,
-            judge=judge,
-        )
-        items[str(ident)] = ScoredItem(id=str(ident), scores=scores)  # a re-done question: the last line wins
+        scores = score(gold, predicted, question=question, judge=None if record.get("text_metrics") else judge)
+        text_scores: TextScores | None = None
+        if record.get("text_metrics") is not None:
+            # An eval line of a free-text answer: the judge reads the answer text, not the KG rows.
+            answer = record.get("answer")
+            text_scores = score_text(gold_strings(gold), answer if isinstance(answer, str) else None, question=question,
+                              judge=judge)  # fmt: skip
+        items[str(ident)] = ScoredItem(id=str(ident), scores=scores, text=text_scores)  # a re-done question: the last line wins
     scored = list(items.values())
-    return ScoreReport(items=scored, overall=aggregate([item.scores for item in scored]), skipped=skipped)
+    texts = [item.text for item in scored if item.text is not None]
+    return ScoreReport(items=scored, overall=aggregate([item.scores for item in scored if item.scores is not None]),
+                       skipped=skipped, answers=aggregate_text(texts) if texts else None)
+
+
+def _free_text(record: dict[str, Any]) -> tuple[list[str], str | None] | None:
+    """The gold strings and answer text of a free-text line, or None for a results line."""
+    gold = record.get("gold")
+    if isinstance(gold, str):
+        gold = [gold]
+    if not (isinstance(gold, list) and all(isinstance(g, str | int | float) for g in gold)):
+        return None
+    answer = record.get("answer", record.get("predicted"))
+    return [str(g) for g in gold], answer if isinstance(answer, str) else None
 
 
 def report_json(report: ScoreReport) -> dict[str, Any]:
     """The machine form: ``{"items": [{"id", "row_f1", "row_em", "set_f1", ...}], "overall": {...}}``."""
     return {
-        "items": [{"id": item.id, **item.scores.to_dict()} for item in report.items],
+        "items": [{"id": item.id, **(item.scores.to_dict() if item.scores else {}),
+                   **({"answer": item.text.to_dict()} if item.text else {})} for item in report.items],
         "overall": report.overall,
+        "answers": report.answers,
         "skipped": report.skipped,
     }
 
@@ -109,6 +145,8 @@ def render_report(report: ScoreReport, console: Console) -> None:
         table.add_column(header, justify="right")
     for item in report.items:
         s = item.scores
+        if s is None:
+            continue
         table.add_row(
             item.id if s.predicted else f"{item.id} (no prediction)",
             _num(s.row_em), _num(s.row_f1),
@@ -139,6 +177,10 @@ def render_report(report: ScoreReport, console: Console) -> None:
             summary.add_row(name, _num(macro.get(name)), _num(micro.get(name)))
     console.print(summary)
     console.print(f"{overall['count']} questions, {overall['predicted']} with a prediction")
+    if report.answers is not None:
+        a = report.answers
+        console.print(f"free-text answers ({a['count']}): EM {_num(a['em'])}, Superset {_num(a['superset'])}, "
+                      f"judge {_num(a['judge'])}")
     if report.skipped:
         console.print(f"{len(report.skipped)} without a gold answer, not scored: {', '.join(report.skipped[:10])}")
 

@@ -307,6 +307,26 @@ def _show_event(console: Console, event: Event) -> None:
     console.print(text, markup=False, highlight=False)
 
 
+SourcesOpt = Annotated[
+    str | None,
+    typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
+]
+
+
+def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
+    """Options for `make_strategy` from the command line (`--sources` for the hybrid strategy)."""
+    if sources is None:
+        return {}
+    if strategy != "hybrid":
+        raise CliError("--sources is an option of the hybrid strategy (--strategy hybrid)")
+    from sparqlnav.strategies.hybrid import parse_sources
+
+    try:
+        return {"sources": parse_sources(sources)}
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
@@ -318,6 +338,7 @@ def ask(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    sources: SourcesOpt = None,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
     from sparqlnav.api import ask as ask_question
@@ -328,7 +349,7 @@ def ask(
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
-    chosen = make_strategy(strategy, llm)
+    chosen = make_strategy(strategy, llm, **strategy_knobs(strategy, sources))
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
@@ -358,6 +379,12 @@ def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> Non
         screen.print(rich_table(result.results, graph))
     screen.rule("Answer", style="dim")
     screen.print(result.text, markup=False, highlight=False)
+    for item in result.extra.get("evidence", []):
+        mark = "cited" if item["used"] else "not cited"
+        screen.print(f"[{item['id']}] {item['kind']} {item['ref']} ({mark}): {item['text'][:200]}",
+                     markup=False, highlight=False, style="dim")
+    for branch, why in result.extra.get("failed", {}).items():
+        console.print(f"source {branch} failed: {why}", markup=False, highlight=False, style="yellow")
     u = result.trace.usage
     console.print(
         f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
@@ -501,15 +528,30 @@ def score(
         ),
     ],
     json_output: JsonOpt = False,
+    judge: Annotated[
+        bool, typer.Option("--judge", help="Also ask the configured LLM whether each free-text answer matches the gold.")
+    ] = False,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
 ) -> None:
-    """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset."""
+    """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset;
+    free-text answers (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
+    from sparqlnav.evaluation.judge import LLMJudge
     from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
 
+    judge_fn = None
+    if judge:
+        llm = settings_for(None, llm_model).llm
+        if llm is None:
+            raise CliError("--judge needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL")
+        judge_fn = LLMJudge(llm)
     try:
-        report = score_file(file)
+        report = score_file(file, judge=judge_fn)
     except ScoreFileError as error:
         err().print(f"error: {_one_line(error)}", markup=False, highlight=False)
         raise typer.Exit(1) from None
+    finally:
+        if judge_fn is not None:
+            judge_fn.close()
     if json_output:
         print(json.dumps(report_json(report), ensure_ascii=False))
     else:
@@ -557,6 +599,7 @@ def eval_command(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    sources: SourcesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
@@ -574,13 +617,14 @@ def eval_command(
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
+    knobs = strategy_knobs(strategy, sources)
     try:
-        probe = make_strategy(strategy, llm)
+        probe = make_strategy(strategy, llm, **knobs)
     except StrategyUnavailable as exc:
         raise CliError(str(exc)) from None
 
     def build(splits: Any) -> Any:
-        options = {"example_splits": splits} if splits is not None else {}
+        options = {**knobs, **({"example_splits": splits} if splits is not None else {})}
         try:
             return make_strategy(strategy, llm, **options)
         except TypeError as exc:
@@ -590,7 +634,7 @@ def eval_command(
         dataset=dataset_file,
         kg=kg,
         strategy=probe.name,
-        out=out_dir or default_out_dir(dataset_file, probe.name),
+        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")),
         limit=limit,
         sample=sample,
         seed=seed,
@@ -917,25 +961,33 @@ def index_command(
         bool,
         typer.Option("--names", help="Download a SPARQL endpoint's names into a local search index, whatever its size (only that)."),
     ] = False,
+    docs: Annotated[
+        list[Path] | None,
+        typer.Option("--docs", help="Documents beside the KG: folders or files of text, Markdown, HTML or JSONL {id, title, text} (repeatable; replaces the documents indexed before)."),
+    ] = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
-    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions)."""
+    """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions, documents)."""
     import hashlib
 
     if names:
         _index_names(kg, settings_for(timeout), json_output)
         return
 
+    from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
     from sparqlnav.retrieval.examples import ExamplesError, load_examples
     from sparqlnav.retrieval.index import (
+        DOCUMENT_KINDS,
         IndexUnavailable,
         QdrantIndex,
         SchemaUnavailable,
         build_kg_index,
         kg_index_dir,
+        open_kg_index,
     )
+    from sparqlnav.retrieval.indexes import index_documents
 
     settings = settings_for(timeout)
     try:
@@ -966,26 +1018,38 @@ def index_command(
                 raise CliError(str(exc)) from None
             backend_spec = {"kind": "qdrant", "location": qdrant, "collection": collection}
         try:
-            ctx, stats = build_kg_index(
-                graph, settings.paths.home, examples=found, void_files=void or [], embedder=chosen,
-                embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
-                backend=backend, backend_spec=backend_spec, progress=report,
-            )
-        except (SchemaUnavailable, ExamplesError, IndexUnavailable) as exc:
+            # Documents alone refresh an index that exists: its examples and shapes are kept as they are.
+            ctx = (open_kg_index(graph, settings.paths.home, embedder=chosen)
+                   if docs and not (examples or void or qdrant) else None)
+            if ctx is None:
+                ctx, stats = build_kg_index(
+                    graph, settings.paths.home, examples=found, void_files=void or [], embedder=chosen,
+                    embedder_spec=spec, endpoint_examples=not no_endpoint_examples,
+                    backend=backend, backend_spec=backend_spec, progress=report,
+                )
+            corpus = None
+            if docs:
+                corpus, stats = index_documents(ctx, graph, settings.paths.home, docs, progress=report)
+        except (SchemaUnavailable, ExamplesError, IndexUnavailable, DocumentsError) as exc:
             raise CliError(str(exc)) from None
-        counts = {kind: len(ctx.index.documents([kind])) for kind in ("example", "shape", "endpoint")}
+        kinds = ("example", "shape", "endpoint", *DOCUMENT_KINDS)
+        counts = {kind: len(ctx.index.documents([kind])) for kind in kinds}
         ctx.close()
     summary = {
         "index": str(kg_index_dir(graph, settings.paths.home)),
         "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
+        "passages": counts["passage"], "tables": counts["table"], "infoboxes": counts["infobox"],
         "embedder": spec, **stats.to_json(),
+        **({"files": corpus.files, "files_read": corpus.read, "files_unchanged": corpus.unchanged} if corpus else {}),
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))
         return
+    documents = (f"; {summary['passages']} passages, {summary['tables']} tables, {summary['infoboxes']} infoboxes "
+                 f"from {corpus.files} files ({corpus.read} read, {corpus.unchanged} unchanged)") if corpus else ""
     out().print(
-        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s) "
-        f"in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
+        f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s)"
+        f"{documents} in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
         f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
         markup=False, highlight=False,
     )

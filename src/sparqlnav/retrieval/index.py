@@ -9,6 +9,7 @@ contents replace the old in one transaction, or one alias switch, after every ve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -38,7 +39,8 @@ from sparqlnav.sparql.check import endpoint_key
 if TYPE_CHECKING:
     from sparqlnav.settings import EmbeddingSettings
 
-DocKind = Literal["example", "shape", "endpoint"]
+DocKind = Literal["example", "shape", "endpoint", "passage", "table", "infobox"]
+DOCUMENT_KINDS: tuple[DocKind, ...] = ("passage", "table", "infobox")  # from documents beside the graph
 Mode = Literal["lexical", "dense", "hybrid"]
 ProgressFn = Callable[[str, int, int], None]
 """progress(message, done, total)."""
@@ -1011,6 +1013,9 @@ def build_kg_index(
         docs += shape_docs(other, endpoint=endpoint)
         docs.append(endpoint_doc(endpoint, _summary(other), title=endpoint))
     index = backend if backend is not None else LocalIndex(folder / "index.sqlite", embedder)
+    with contextlib.suppress(IndexUnavailable):
+        # Documents added with `sparqlnav index --docs` stay: a refresh of examples and shapes keeps them.
+        docs += index.documents(DOCUMENT_KINDS)
     stats = index.build(docs, progress=progress)
     # Schemas are written under content names and the manifest is swapped last: a crash keeps the old set.
     files: dict[str, str] = {}
@@ -1082,6 +1087,7 @@ def open_kg_index(
 
 
 __all__ = [
+    "DOCUMENT_KINDS",
     "BuildStats",
     "Doc",
     "DocKind",

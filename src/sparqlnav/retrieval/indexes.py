@@ -15,16 +15,22 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.settings import EmbeddingSettings
 
 if TYPE_CHECKING:
-    from sparqlnav.retrieval.index import KGIndex
+    from collections.abc import Sequence
+
+    from sparqlnav.retrieval.documents import CorpusStats
+    from sparqlnav.retrieval.index import BuildStats, KGIndex, ProgressFn
+
+CORPUS_FILE = "documents.json"
 
 
 def index_errors() -> tuple[type[Exception], ...]:
     """What opening or building an index may raise when it cannot be had (each with a one-line reason)."""
+    from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable
     from sparqlnav.retrieval.examples import ExamplesError
     from sparqlnav.retrieval.index import IndexUnavailable, SchemaUnavailable
 
-    return (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, OSError)
+    return (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, DocumentsError, OSError)
 
 
 def open_or_build_kg_index(
@@ -50,6 +56,27 @@ def open_or_build_kg_index(
     embedder = default_embedder()
     ctx, _stats = build_kg_index(kg, home, embedder=embedder, embedder_spec="minilm" if embedder else "none")
     return ctx
+
+
+def index_documents(
+    ctx: KGIndex,
+    kg: KnowledgeGraph,
+    home: Path,
+    paths: Sequence[Path],
+    *,
+    replace: bool = True,
+    progress: ProgressFn | None = None,
+) -> tuple[CorpusStats, BuildStats]:
+    """Put the documents under `paths` into the KG's index next to its examples and shapes: only new or changed
+    files are read, only new or changed texts embedded; with `replace`, documents of files not given go."""
+    from sparqlnav.retrieval.documents import DocumentCorpus
+    from sparqlnav.retrieval.index import DOCUMENT_KINDS, kg_index_dir
+
+    corpus = DocumentCorpus(kg_index_dir(kg, home) / CORPUS_FILE)
+    corpus_stats = corpus.update(paths, replace=replace, progress=progress)
+    kept = [d for d in ctx.index.documents() if d.kind not in DOCUMENT_KINDS]
+    build_stats = ctx.index.build([*kept, *corpus.documents()], progress=progress)
+    return corpus_stats, build_stats
 
 
 class KGIndexes:

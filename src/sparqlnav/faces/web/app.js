@@ -364,6 +364,7 @@
     }
     box.appendChild(resultsBox);
     renderResults(resultsBox, answer.results, display);
+    renderEvidence(box, answer.extra || {});
 
     const u = answer.usage || {};
     const bits = [answer.strategy, status, (u.sparql_queries || 0) + " queries"];
@@ -417,6 +418,49 @@
     if (state.welcome) chat.appendChild(state.welcome.cloneNode(true));
     showThread();
     $("#question").focus();
+  }
+
+  // The hybrid strategy's sources, under the answer: each opens to the text it was taken from. A citation
+  // [E2] in the answer text jumps to its source.
+  function renderEvidence(box, extra) {
+    const items = extra.evidence || [];
+    const failed = extra.failed || {};
+    if (!items.length && !Object.keys(failed).length) return;
+    const list = el("div", "evidence");
+    list.appendChild(el("div", "block-title", "Sources"));
+    for (const item of items) {
+      const entry = el("details", "evidence-item" + (item.used ? " used" : ""));
+      entry.dataset.evidence = item.id;
+      const summary = el("summary", "", "[" + item.id + "] " + item.kind + " · " + item.ref + (item.used ? "" : " (not cited)"));
+      entry.appendChild(summary);
+      entry.appendChild(el("div", "evidence-text", item.text));
+      if (item.source && item.source !== item.text) entry.appendChild(el("pre", "evidence-source", item.source));
+      list.appendChild(entry);
+    }
+    for (const [branch, why] of Object.entries(failed)) {
+      list.appendChild(el("div", "error-text", "source " + branch + " failed: " + why));
+    }
+    box.appendChild(list);
+    const text = box.querySelector(".answer-text");
+    if (text) linkCitations(text, list);
+  }
+
+  // Turns each [E2] of the answer text into a button that opens that source.
+  function linkCitations(text, list) {
+    const parts = text.textContent.split(/(\[E\d+\])/);
+    if (parts.length < 2) return;
+    text.textContent = "";
+    for (const part of parts) {
+      const cite = /^\[(E\d+)\]$/.exec(part);
+      if (!cite) { text.appendChild(document.createTextNode(part)); continue; }
+      const button = el("button", "linkish cite", part);
+      button.type = "button";
+      button.addEventListener("click", () => {
+        const target = list.querySelector('[data-evidence="' + cite[1] + '"]');
+        if (target) { target.open = true; target.scrollIntoView({ block: "nearest" }); }
+      });
+      text.appendChild(button);
+    }
   }
 
   function newTurn(question) {
