@@ -332,7 +332,7 @@ def test_http_ask_and_the_ui_picker_offer_build(scripted_llm: ScriptedLLM, ck25:
     from sparqlnav.faces.http import ServeConfig, create_app
 
     scripted_llm.script(MANAGER)
-    app = create_app(settings, ServeConfig(), kgs={"ck25": ck25}, llm=config(scripted_llm))
+    app = create_app(settings, ServeConfig(allowed_hosts=("testserver",)), kgs={"ck25": ck25}, llm=config(scripted_llm))
     with TestClient(app) as client:
         assert "build" in client.get("/api/info").json()["strategies"]  # what the web UI's picker lists
         r = client.post("/api/ask", json={"question": "Who is the manager of Heinrich Hoch?", "strategy": "build"})
@@ -372,7 +372,7 @@ def test_mcp_ask_with_strategy_build(scripted_llm: ScriptedLLM, ck25: KnowledgeG
         assert not got.is_error, text_of(got)
         assert text_of(got).startswith("Heinrich Hoch's manager is Waldtraud Kuttner.")
 
-    app = create_app(settings, ServeConfig(), kgs={"ck25": ck25}, llm=config(scripted_llm))
+    app = create_app(settings, ServeConfig(allowed_hosts=("testserver",)), kgs={"ck25": ck25}, llm=config(scripted_llm))
     with background(app) as url:
         run(url + "/mcp", body)
     assert scripted_llm.problems == [] and scripted_llm.remaining == 0

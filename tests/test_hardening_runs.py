@@ -321,7 +321,7 @@ def test_service_allows_only_this_runs_graphs_by_default(settings: Settings, tin
         wikidata = graph.endpoint.query(_federated(settings.wikidata.sparql))
         assert wikidata.outcome is Outcome.REFUSED
         assert wikidata.message == (
-            f"refused: SERVICE <{settings.wikidata.sparql}> is not an allowed endpoint (allowed: none)"
+            f"SERVICE <{settings.wikidata.sparql}> is not an allowed endpoint (allowed: none)"
         )
         assert graph.endpoint.url not in graph.endpoint.query(_federated(peer)).message  # its engine's address is private
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparqlnav.sparql.draft import OPERATORS, Aggregation, Draft, Term, iri_of, parse_term
+from sparqlnav.sparql.draft import OPERATORS, Aggregation, Draft, DraftTerm, iri_of, parse_term
 
 if TYPE_CHECKING:
     from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
@@ -34,7 +34,7 @@ class BuildView:
     relations_found: int | None = None  # after get_relations
 
 
-def target_key(term: Term) -> str:
+def target_key(term: DraftTerm) -> str:
     """How a target is remembered: a variable's name or an entity's IRI."""
     return iri_of(term) or term.text
 
@@ -51,7 +51,7 @@ def _arg(ctx: StepContext, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _show(ctx: StepContext, term: Term) -> str:
+def _show(ctx: StepContext, term: DraftTerm) -> str:
     iri = iri_of(term)
     return ctx.prefixes.compact(iri) if iri else term.text
 
@@ -85,7 +85,7 @@ def relations_empty(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     return {"target": _arg(ctx, "target")}
 
 
-def _fact_terms(ctx: StepContext) -> tuple[Term, Term, Term] | None:
+def _fact_terms(ctx: StepContext) -> tuple[DraftTerm, DraftTerm, DraftTerm] | None:
     p = ctx.prefixes
     head, rel, tail = (parse_term(_arg(ctx, k), p) for k in ("head", "relation", "tail"))
     return (head, rel, tail) if head and rel and tail else None
@@ -124,7 +124,7 @@ def relation_not_shown(ctx: StepContext, opts: FeedbackOptions) -> Details | Non
     return {"relation": _arg(ctx, "relation"), "options": options}
 
 
-def _empty_fact(ctx: StepContext) -> tuple[BuildView, tuple[Term, Term, Term]] | None:
+def _empty_fact(ctx: StepContext) -> tuple[BuildView, tuple[DraftTerm, DraftTerm, DraftTerm]] | None:
     view = _view(ctx, "add_fact")
     terms = _fact_terms(ctx) if view else None
     if view is None or terms is None or view.rows != 0:

@@ -25,24 +25,24 @@ _STRING = re.compile(r"^(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')(@[A-Za-z]+(-[A-
 
 
 @dataclass(frozen=True)
-class Term:
+class DraftTerm:
     """One SPARQL term as written in a query, and what kind it is."""
 
     text: str
     kind: TermKind
 
 
-def parse_term(text: str, prefixes: PrefixMap) -> Term | None:
+def parse_term(text: str, prefixes: PrefixMap) -> DraftTerm | None:
     """A variable, an IRI (`<…>` or a prefixed name the graph knows, expanded) or a literal; None otherwise."""
     text = text.strip()
     if text == "a":  # SPARQL's own shorthand
-        return Term(f"<{RDF_TYPE}>", "iri")
+        return DraftTerm(f"<{RDF_TYPE}>", "iri")
     if _VAR.match(text):
-        return Term("?" + text[1:], "var")
+        return DraftTerm("?" + text[1:], "var")
     if _IRI.match(text):
-        return Term(text, "iri")
+        return DraftTerm(text, "iri")
     if _NUMBER.match(text) or text in ("true", "false"):
-        return Term(text, "literal")
+        return DraftTerm(text, "literal")
     m = _STRING.match(text)
     if m:
         dt = m.group(4)
@@ -51,14 +51,14 @@ def parse_term(text: str, prefixes: PrefixMap) -> Term | None:
             if full is None:
                 return None
             text = text[: len(text) - len(dt)] + f"<{full}>"
-        return Term(text, "literal")
+        return DraftTerm(text, "literal")
     if _PNAME.match(text) or text.startswith(("http://", "https://")):
         full = prefixes.expand(text)
-        return Term(f"<{full}>", "iri") if full else None
+        return DraftTerm(f"<{full}>", "iri") if full else None
     return None
 
 
-def iri_of(term: Term) -> str | None:
+def iri_of(term: DraftTerm) -> str | None:
     """The IRI of an IRI term."""
     return term.text[1:-1] if term.kind == "iri" else None
 
@@ -67,18 +67,18 @@ def iri_of(term: Term) -> str | None:
 class Fact:
     """A triple pattern."""
 
-    head: Term
-    relation: Term
-    tail: Term
+    head: DraftTerm
+    relation: DraftTerm
+    tail: DraftTerm
 
 
 @dataclass(frozen=True)
 class Condition:
     """A comparison FILTER."""
 
-    left: Term
+    left: DraftTerm
     op: str
-    right: Term
+    right: DraftTerm
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Draft:
     def where(self, prefixes: PrefixMap | None = None) -> str:
         """The group graph pattern's lines (IRIs compacted with `prefixes` when given, else in full)."""
 
-        def show(t: Term) -> str:
+        def show(t: DraftTerm) -> str:
             iri = iri_of(t)
             return t.text if iri is None or prefixes is None else prefixes.compact(iri)
 

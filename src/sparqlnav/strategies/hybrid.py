@@ -91,7 +91,7 @@ class Claims(BaseModel):
     claims: list[str] = Field(default_factory=list)
 
 
-class Verdict(BaseModel):
+class ClaimVerdict(BaseModel):
     """Whether one claim is supported, and by which evidence ids."""
 
     claim: int
@@ -102,7 +102,7 @@ class Verdict(BaseModel):
 class Verdicts(BaseModel):
     """The structured output of the verification step."""
 
-    verdicts: list[Verdict] = Field(default_factory=list)
+    verdicts: list[ClaimVerdict] = Field(default_factory=list)
 
 
 def demo_docs() -> Path:

@@ -64,7 +64,7 @@ class BuildOptions:
 
 
 @dataclass
-class Step:
+class BuildStep:
     """One step: the reply, its call, and the observation (with any guidelines) it got back."""
 
     reply_text: str
@@ -155,7 +155,7 @@ class _Run:
         self.linked = self._link()
         self.memory.note_text(" ".join(iri for iri, _ in self.linked))
         self.wanted = wanted_aggregations(question)
-        self.steps: list[Step] = []
+        self.steps: list[BuildStep] = []
         self.fired: Counter[str] = Counter()
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         self.budget = Budget(max_calls=self.o.max_calls, max_tokens=self.o.max_tokens, max_seconds=seconds)
@@ -229,7 +229,7 @@ class _Run:
             Record(call.name if call else "", dict(call.arguments) if call else {}, ok=ok),
             text if observation is not None else "",
         )
-        self.steps.append(Step(reply.text, call, full))
+        self.steps.append(BuildStep(reply.text, call, full))
         return b.finished
 
     def _emit_feedback(self, fired: list[Guideline], step: int) -> None:

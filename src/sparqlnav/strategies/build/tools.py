@@ -18,7 +18,15 @@ from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.retrieval.embed import Embedder
 from sparqlnav.retrieval.similarity import top_similar
-from sparqlnav.sparql.draft import Aggregation, Condition, Draft, Fact, Term, iri_of, parse_term
+from sparqlnav.sparql.draft import (
+    Aggregation,
+    Condition,
+    Draft,
+    DraftTerm,
+    Fact,
+    iri_of,
+    parse_term,
+)
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Observation, Toolkit
@@ -107,7 +115,7 @@ class Builder:
         out = RelationList(self._show(term), len(found), tuple(listed))
         return Observation(self._relations_text(out), out)
 
-    def _relations(self, term: Term) -> list[Relation] | Observation:
+    def _relations(self, term: DraftTerm) -> list[Relation] | Observation:
         where = self.draft.where()
         if term.kind == "var":
             v = term.text
@@ -245,7 +253,7 @@ class Builder:
             labels = {}
         return table.to_markdown(self.prefixes, labels, head=SHOWN_ROWS, tail=0)
 
-    def _show(self, term: Term) -> str:
+    def _show(self, term: DraftTerm) -> str:
         iri = iri_of(term)
         return self.prefixes.compact(iri) if iri else term.text
 
