@@ -30,7 +30,7 @@ def ask(
     """
     settings = settings if settings is not None else Settings.from_env()
     if isinstance(strategy, str):
-        chosen = make_strategy(strategy, llm if llm is not None else settings.llm)
+        chosen = make_strategy(strategy, llm if llm is not None else settings.llm, settings=settings)
     else:
         chosen = strategy
     trace = Trace()
