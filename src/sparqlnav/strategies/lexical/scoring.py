@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
@@ -210,6 +211,12 @@ class Scorer:
         if best.form == "select" and best.fit >= 0.99:
             # every answer is of the kind the question asks for ("which elements …"): the noun is explained
             explained |= set(self.ctx.intent.focus)
+        described = self.described_words(best)
+        explained |= {
+            i
+            for i in self.ctx.content - explained
+            if any(word_similarity(words[i].text, w) >= 0.85 for w in described)
+        }
         return Evidence(
             score=best.score,
             prior=best.prior,
@@ -221,8 +228,23 @@ class Scorer:
             rows=best.rows,
             form=best.form,
             unexplained=tuple(words[i].text for i in sorted(self.ctx.content - explained)),
-            unmatched=tuple(words[i].text for i in sorted(self.ctx.content - reachable)),
+            unmatched=tuple(words[i].text for i in sorted(self.ctx.content - explained - reachable)),
         )
+
+    def described_words(self, c: Candidate) -> set[str]:
+        """The words of the names, aliases and descriptions of the IRIs a query uses: what the graph itself says
+        they mean ("atomic mass" names a mass property; a phase property is described "at standard temperature
+        and pressure")."""
+        words: set[str] = set()
+        for iri in dict.fromkeys(re.findall(r"<([^<>\s]+)>", c.sparql())):
+            texts = list(self.ctx.names(iri))
+            pid = self.ctx.wb.property_id(iri) if self.ctx.wb else None
+            entity = self.ctx.wb.entity_iri(pid) if self.ctx.wb and pid else iri  # wdt:P515 is described as wd:P515
+            item = self.ctx.kg.names.item(entity) if isinstance(self.ctx.kg.names, LabelIndex) else None
+            if item is not None:
+                texts += [item.label, item.description]
+            words |= {w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t or "") if len(w) > 2}
+        return words
 
     def confidence(
         self, best: Candidate | None, executed: Sequence[Candidate], evidence: Evidence | None = None
