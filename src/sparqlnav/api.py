@@ -37,7 +37,7 @@ def ask(
     context = conversation.context(refine) if conversation is not None else None
     settings = settings if settings is not None else Settings.from_env()
     if isinstance(strategy, str):
-        chosen = make_strategy(strategy, llm if llm is not None else settings.llm)
+        chosen = make_strategy(strategy, llm if llm is not None else settings.llm, settings=settings)
     else:
         chosen = strategy
     trace = Trace()

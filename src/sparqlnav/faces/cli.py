@@ -349,7 +349,7 @@ def ask(
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
-    chosen = make_strategy(strategy, llm, **strategy_knobs(strategy, sources))
+    chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
@@ -422,7 +422,7 @@ def chat(
     from sparqlnav.strategies import make_strategy
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
-    chosen = make_strategy(strategy, settings.llm)
+    chosen = make_strategy(strategy, settings.llm, settings=settings)
     console = err()
     interactive = sys.stdin.isatty()
     history = settings.paths.home / "chat_history"
@@ -619,14 +619,14 @@ def eval_command(
     llm = settings.llm
     knobs = strategy_knobs(strategy, sources)
     try:
-        probe = make_strategy(strategy, llm, **knobs)
+        probe = make_strategy(strategy, llm, settings=settings, **knobs)
     except StrategyUnavailable as exc:
         raise CliError(str(exc)) from None
 
     def build(splits: Any) -> Any:
         options = {**knobs, **({"example_splits": splits} if splits is not None else {})}
         try:
-            return make_strategy(strategy, llm, **options)
+            return make_strategy(strategy, llm, settings=settings, **options)
         except TypeError as exc:
             raise CliError(f"the {probe.name} strategy does not take example splits (--folds): {exc}") from None
 

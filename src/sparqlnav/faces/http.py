@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -269,7 +270,7 @@ def create_app(
         settings=settings,
         pool=pool,
         llm=llm,
-        factory=strategy_factory or make_strategy,
+        factory=strategy_factory or functools.partial(make_strategy, settings=settings),
         workers=Workers(config.max_concurrent),
         indexes=KGIndexes(settings.paths.home, embedding=settings.embedding),
         conversations=ConversationStore.from_settings(settings),

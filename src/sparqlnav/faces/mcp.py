@@ -8,6 +8,7 @@ its call.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
@@ -188,7 +189,7 @@ def create_mcp_server(
         from sparqlnav.answer import run_question
         from sparqlnav.strategies import StrategyUnavailable, make_strategy
 
-        factory = strategy_factory or _cached(make_strategy)
+        factory = strategy_factory or _cached(functools.partial(make_strategy, settings=settings))
         llm_config = llm
         store = conversations if conversations is not None else ConversationStore.from_settings(settings)
 

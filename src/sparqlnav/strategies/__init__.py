@@ -11,6 +11,7 @@ from sparqlnav.errors import SparqlnavError
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
     from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.settings import Settings
 
 # name -> (module, needs an LLM)
 REGISTRY: dict[str, tuple[str, bool]] = {
@@ -38,8 +39,18 @@ def available() -> list[str]:
     return [*names, "auto"]
 
 
-def make_strategy(name: str, llm: LLMConfig | None, **options: object) -> Strategy:
-    """Build a strategy by name; `auto` picks `explore` with an LLM and `lexical` without."""
+def settings_options(name: str, settings: Settings) -> dict[str, object]:
+    """The options a strategy takes from the settings (the lexical confidence threshold)."""
+    if name == "lexical":
+        return {"threshold": settings.lexical.threshold}
+    return {}
+
+
+def make_strategy(
+    name: str, llm: LLMConfig | None, *, settings: Settings | None = None, **options: object
+) -> Strategy:
+    """Build a strategy by name; `auto` picks `explore` with an LLM and `lexical` without. With `settings`, the
+    strategy also gets the options they set (explicit `options` win)."""
     if name == "auto":
         name = "explore" if llm is not None and "explore" in available() else "lexical"
     if name not in REGISTRY:
@@ -55,4 +66,6 @@ def make_strategy(name: str, llm: LLMConfig | None, **options: object) -> Strate
     except ImportError as exc:
         raise StrategyUnavailable(f"the {name} strategy is not available in this build ({exc})") from None
     factory: Callable[..., Strategy] = module.create
+    if settings is not None:
+        options = {**settings_options(name, settings), **options}
     return factory(llm=llm, **options)

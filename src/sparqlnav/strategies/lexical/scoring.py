@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
@@ -18,6 +19,32 @@ from sparqlnav.strategies.lexical.context import Context
 # query that explains every word with sure links and fits the asked-for answer type.
 CONFIDENCE_FLOOR = 0.2
 CONFIDENCE_CEILING = 1.25
+# What leaving question words out costs the confidence (chosen on DEMO, CK25 and BESTIARY together; the
+# threshold is calibrated and measured across them in bench/results/lexical_calibration.md).
+UNEXPLAINED_FACTOR = 0.6  # per content word the query does not explain
+UNMATCHED_FACTOR = 0.3  # when some content word matches nothing any candidate query could use
+PARTIAL_ASK_FACTOR = 0.7  # an ASK that leaves words out
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one run knows about its best candidate: how much of the question it explains and how well."""
+
+    score: float
+    prior: float
+    coverage: float  # share of the content words the query explains
+    link_quality: float  # mean link score of the query's parts
+    weakest: float  # its weakest link
+    fit: float  # how well the answer fits the asked-for type
+    margin: float  # lead over the best query with a different answer
+    rows: int
+    form: str
+    unexplained: tuple[str, ...]  # content words the query leaves out
+    unmatched: tuple[str, ...]  # content words no candidate query could use: nothing in the graph matched them
+
+    def to_json(self) -> dict[str, object]:
+        """Plain data for `Answer.extra` and benchmarks."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
 
 @dataclass
@@ -173,12 +200,69 @@ class Scorer:
         ]
         return best.score - others[0].score if others else 0.25
 
-    def confidence(self, best: Candidate | None, executed: Sequence[Candidate]) -> float:
-        """The best score mapped to [0, 1], a little higher when no rival answer comes close."""
+    def evidence(self, best: Candidate, executed: Sequence[Candidate], enumerated: Sequence[Candidate]) -> Evidence:
+        """What the confidence is computed from, for the best candidate."""
+        scores = [min(1.0, p.score) for p in best.parts]
+        reachable: frozenset[int] = frozenset()
+        for c in enumerated:
+            reachable |= c.positions
+        words = self.ctx.tokens
+        explained = set(best.positions)
+        if best.form == "select" and best.fit >= 0.99:
+            # every answer is of the kind the question asks for ("which elements …"): the noun is explained
+            explained |= set(self.ctx.intent.focus)
+        described = self.described_words(best)
+        explained |= {
+            i
+            for i in self.ctx.content - explained
+            if any(word_similarity(words[i].text, w) >= 0.85 for w in described)
+        }
+        return Evidence(
+            score=best.score,
+            prior=best.prior,
+            coverage=round(self.coverage(best), 4),
+            link_quality=round(sum(scores) / len(scores), 4) if scores else 0.0,
+            weakest=round(min(scores), 4) if scores else 0.0,
+            fit=best.fit,
+            margin=round(self.margin(best, executed), 4),
+            rows=best.rows,
+            form=best.form,
+            unexplained=tuple(words[i].text for i in sorted(self.ctx.content - explained)),
+            unmatched=tuple(words[i].text for i in sorted(self.ctx.content - explained - reachable)),
+        )
+
+    def described_words(self, c: Candidate) -> set[str]:
+        """The words of the names, aliases and descriptions of the IRIs a query uses: what the graph itself says
+        they mean ("atomic mass" names a mass property; a phase property is described "at standard temperature
+        and pressure")."""
+        words: set[str] = set()
+        for iri in dict.fromkeys(re.findall(r"<([^<>\s]+)>", c.sparql())):
+            texts = list(self.ctx.names(iri))
+            pid = self.ctx.wb.property_id(iri) if self.ctx.wb else None
+            entity = self.ctx.wb.entity_iri(pid) if self.ctx.wb and pid else iri  # wdt:P515 is described as wd:P515
+            item = self.ctx.kg.names.item(entity) if isinstance(self.ctx.kg.names, LabelIndex) else None
+            if item is not None:
+                texts += [item.label, item.description]
+            words |= {w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t or "") if len(w) > 2}
+        return words
+
+    def confidence(
+        self, best: Candidate | None, executed: Sequence[Candidate], evidence: Evidence | None = None
+    ) -> float:
+        """The best score mapped to [0, 1], a little higher when no rival answer comes close, and discounted
+        for every question word the query leaves out: a query that ignores a word of the question answers
+        another question (calibrated in bench/lexical_calibration.py)."""
         if best is None:
             return 0.0
         raw = (best.score - CONFIDENCE_FLOOR) / (CONFIDENCE_CEILING - CONFIDENCE_FLOOR)
-        return round(max(0.0, min(1.0, raw + 0.5 * min(0.2, self.margin(best, executed)))), 4)
+        raw = max(0.0, min(1.0, raw + 0.5 * min(0.2, self.margin(best, executed))))
+        if evidence is not None:
+            raw *= UNEXPLAINED_FACTOR ** len(evidence.unexplained)
+            if evidence.unmatched:
+                raw *= UNMATCHED_FACTOR  # nothing in the graph matches a word: "salary" where there are none
+            if best.form == "ask" and evidence.unexplained:
+                raw *= PARTIAL_ASK_FACTOR  # yes/no about part of the question is a coin toss
+        return round(raw, 4)
 
 
 def _is_number(term: Term) -> bool:

@@ -16,7 +16,8 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import WordToken, content_positions, link
+from sparqlnav.question.linking import WordToken, content_positions, is_stopword, link
+from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
 from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
@@ -25,7 +26,7 @@ from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
 DEFAULT_BUDGET_S = 5.0
-DEFAULT_THRESHOLD = 0.4
+DEFAULT_THRESHOLD = LexicalSettings().threshold  # calibrated: see settings.LexicalSettings
 MAX_EXECUTE = 60
 QUERY_TIMEOUT_S = 2.0
 
@@ -65,6 +66,7 @@ class _Run:
     trace: Trace
     started: float = field(default_factory=time.monotonic)
     executed: list[Candidate] = field(default_factory=list)
+    enumerated: list[Candidate] = field(default_factory=list)
     ctx: Context = field(init=False)
     scorer: Scorer = field(init=False)
     gen: Candidates = field(init=False)
@@ -119,6 +121,7 @@ class _Run:
             + (", ".join(f"{c.label} ({c.score:.2f})" for c in classes) or "none"),
         )
         cands = self.gen.enumerate(anchors, classes)
+        self.enumerated = cands
         best = self.execute(cands)
         return self.finish(best)
 
@@ -193,21 +196,35 @@ class _Run:
                     for c in runners
                 ],
             )
-        confidence = self.scorer.confidence(best, self.executed)
+        found = self.scorer.evidence(best, self.executed, self.enumerated) if best is not None else None
+        confidence = self.scorer.confidence(best, self.executed, found)
+        evidence = found.to_json() if found is not None else {}
         if best is None or best.result is None or confidence < self.strategy.threshold:
             text = "I could not find an answer in this knowledge graph."
-            if best is not None:
+            extra: dict[str, Any] = {}
+            if best is not None and best.result is not None:
                 text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
+                # kept aside, never as the answer: a caller (or a cascade) may show it or build on it
+                extra = {
+                    "best_guess": {
+                        "sparql": self.display(best),
+                        "answer": self.sentence(best),
+                        "results": best.result.to_sparql_json(),
+                        "confidence": confidence,
+                    },
+                    "evidence": evidence,
+                }
             self.trace.emit("answer", text=text, status="not_found", confidence=confidence)
             return Answer(
                 self.question,
                 self.strategy.name,
-                self.display(best) if best else None,
+                None,
                 None,
                 text,
                 self.trace,
                 status="not_found",
                 confidence=confidence,
+                extra=extra,
             )
         self.trace.emit("thought", text=f"Best query ({best.describe()}), score {best.score:.2f}.")
         text = self.sentence(best)
@@ -228,6 +245,7 @@ class _Run:
                 "fit": best.fit,
                 "margin": round(self.scorer.margin(best, self.executed), 4),
                 "linking_seconds": round(self.ctx.linking.seconds, 4),
+                "evidence": evidence,
             },
         )
 
@@ -290,7 +308,12 @@ def _ignorable(tokens: Sequence[WordToken]) -> set[int]:
         "sort",
         "get",
     }
-    return {i for i, t in enumerate(tokens) if t.lower in filler}
+    # "what's", "it's": a stopword with a clitic; "i.e": an abbreviation
+    return {
+        i
+        for i, t in enumerate(tokens)
+        if t.lower in filler or t.lower == "i.e" or is_stopword(re.split(r"['’]", t.lower)[0])
+    }
 
 
 def _show(term: Term, labels: dict[str, str]) -> str:

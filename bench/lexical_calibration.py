@@ -1,0 +1,216 @@
+"""Calibrate the `lexical` strategy's confidence threshold on some datasets and measure it on one it never saw.
+
+Every question of DEMO, CK25 and BESTIARY is asked once with no threshold (so every best guess is kept with its
+confidence); an answer counts as right when its set-F1 against the gold answer is at least 0.5. For each held-out
+dataset B the threshold is calibrated on the others (the lowest confidence at which at least 80 % of their
+answers are right) and B's precision (right among answered) and coverage (answered among all) are measured at
+it; so is every single pair A → B, and the default threshold of `LexicalSettings` on each dataset.
+
+    .venv/bin/python bench/lexical_calibration.py [--data DIR] [--records FILE] [--reuse]
+
+Data is read from --data, $SPARQLNAV_DATA or ../shared/data next to the repository. --records keeps the
+per-question runs (JSON lines); --reuse reads them instead of asking again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lexical_eval import demo_questions, run_dataset
+from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.graph.opening import demo_path, open_kg
+from sparqlnav.settings import LexicalSettings, Settings
+from sparqlnav.strategies.lexical import LexicalStrategy
+
+REPO = Path(__file__).resolve().parent.parent
+RIGHT_F1 = 0.5  # an answer is right when its set-F1 reaches this
+TARGET = 0.8  # the precision the threshold must reach where it is calibrated
+GRID = [round(0.05 * i, 2) for i in range(21)]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One question's best guess: its confidence and whether it is right."""
+
+    dataset: str
+    id: str
+    question: str
+    confidence: float  # 0 when there was no guess at all
+    f1: float
+
+    @property
+    def right(self) -> bool:
+        """Set-F1 at least RIGHT_F1."""
+        return self.f1 >= RIGHT_F1
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Precision and coverage of the answers given at a threshold."""
+
+    questions: int
+    answered: int
+    right: int
+
+    @property
+    def precision(self) -> float:
+        """Right among answered (1 when nothing is answered: no wrong answer was given)."""
+        return self.right / self.answered if self.answered else 1.0
+
+    @property
+    def coverage(self) -> float:
+        """Answered among all questions."""
+        return self.answered / self.questions if self.questions else 0.0
+
+    @property
+    def right_share(self) -> float:
+        """Right answers among all questions."""
+        return self.right / self.questions if self.questions else 0.0
+
+
+def measure(records: list[Record], threshold: float) -> Measure:
+    """What answering at `threshold` gives on these records."""
+    answered = [r for r in records if r.confidence >= threshold and r.confidence > 0]
+    return Measure(len(records), len(answered), sum(1 for r in answered if r.right))
+
+
+def calibrate(records: list[Record], target: float = TARGET) -> float:
+    """The lowest threshold of the grid at which the answers are right at least `target` of the time."""
+    for t in GRID:
+        if measure(records, t).precision >= target:
+            return t
+    return 1.0
+
+
+def collect(data: Path, home: Path, budget: float) -> list[Record]:
+    """Ask every question of the three datasets with no threshold."""
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(home)})
+    strategy = LexicalStrategy(budget_s=budget, threshold=0.0)
+    sets = [
+        ("DEMO", None, demo_path().parent / "questions.json"),
+        ("CK25", data / "ck25" / "prod-inst.ttl", data / "ck25" / "questions.yml"),
+        ("BESTIARY", data / "bestiary" / "beastiary_kg.rdf", data / "bestiary" / "beastiary_with_qald_format.json"),
+    ]
+    out: list[Record] = []
+    for name, kg_path, questions_path in sets:
+        questions = (
+            demo_questions(questions_path) if kg_path is None else load_dataset(questions_path).questions
+        )
+        print(f"{name}: {len(questions)} questions", file=sys.stderr)
+        with open_kg("demo" if kg_path is None else str(kg_path), settings) as kg:
+            report = run_dataset(name, questions, kg, strategy, linking=False)
+        out += [
+            Record(name, o.id, o.question, o.confidence or 0.0, o.match.f1) for o in report.outcomes
+        ]
+    return out
+
+
+def table(records: list[Record], default: float) -> str:
+    """The markdown report."""
+    names = list(dict.fromkeys(r.dataset for r in records))
+    by = {n: [r for r in records if r.dataset == n] for n in names}
+    lines = [
+        "# lexical strategy: calibrated confidence",
+        "",
+        f"An answer is right when its set-F1 against the gold answer is at least {RIGHT_F1}. Each threshold is the",
+        f"lowest confidence (steps of 0.05) at which at least {TARGET:.0%} of the calibration data's answers are right;",
+        "precision = right among answered, coverage = answered among all questions, measured on data the threshold",
+        "was not calibrated on. Produced by `bench/lexical_calibration.py`.",
+        "",
+        "## Calibrated on the others, measured on the held-out dataset",
+        "",
+        "| held out | calibrated on | threshold | questions | answered | precision | coverage | right / all |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for b in names:
+        rest = [r for r in records if r.dataset != b]
+        t = calibrate(rest)
+        m = measure(by[b], t)
+        others = " + ".join(n for n in names if n != b)
+        lines.append(
+            f"| {b} | {others} | {t:.2f} | {m.questions} | {m.answered} | {m.precision:.2f} | {m.coverage:.2f} | {m.right_share:.2f} |"
+        )
+    lines += [
+        "",
+        "## Every pair: calibrated on A, measured on B",
+        "",
+        "| A (calibration) | B (measure) | threshold | answered on B | precision on B | coverage on B |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a in names:
+        t = calibrate(by[a])
+        for b in names:
+            if a == b:
+                continue
+            m = measure(by[b], t)
+            lines.append(f"| {a} | {b} | {t:.2f} | {m.answered}/{m.questions} | {m.precision:.2f} | {m.coverage:.2f} |")
+    lines += [
+        "",
+        f"## The default threshold ({default:.2f}) on each dataset",
+        "",
+        "| dataset | answered | precision | coverage | right / all | right before (any guess) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in names:
+        m = measure(by[n], default)
+        any_guess = measure(by[n], 0.0)
+        lines.append(
+            f"| {n} | {m.answered}/{m.questions} | {m.precision:.2f} | {m.coverage:.2f} | {m.right_share:.2f} | "
+            f"{any_guess.right}/{any_guess.answered} answered right |"
+        )
+    lines += [
+        "",
+        "## Precision and coverage by threshold",
+        "",
+        "| threshold | " + " | ".join(f"{n} precision | {n} coverage" for n in names) + " |",
+        "|---|" + "---|---|" * len(names),
+    ]
+    for t in GRID:
+        cells = []
+        for n in names:
+            m = measure(by[n], t)
+            cells.append(f"{m.precision:.2f} | {m.coverage:.2f}")
+        lines.append(f"| {t:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (or reuse) the questions and write the calibration table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--home", type=Path, default=None)
+    ap.add_argument("--budget", type=float, default=5.0)
+    ap.add_argument("--records", type=Path, default=None, help="per-question records (JSON lines)")
+    ap.add_argument("--reuse", action="store_true", help="read --records instead of asking again")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "lexical_calibration.md")
+    args = ap.parse_args(argv)
+    if args.reuse:
+        if args.records is None:
+            ap.error("--reuse needs --records")
+        records = [Record(**json.loads(line)) for line in args.records.read_text(encoding="utf-8").splitlines()]
+    else:
+        data = args.data or Path(os.environ.get("SPARQLNAV_DATA") or REPO.parent / "shared" / "data")
+        if not data.exists():
+            print(f"no benchmark data at {data}", file=sys.stderr)
+            return 2
+        home = args.home or Path(tempfile.mkdtemp(prefix="sparqlnav-bench-"))
+        records = collect(data, home, args.budget)
+        if args.records is not None:
+            args.records.write_text(
+                "".join(json.dumps(r.__dict__, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+            )
+    text = table(records, LexicalSettings().threshold)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

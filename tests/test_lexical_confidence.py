@@ -1,0 +1,100 @@
+"""Honest confidence for `lexical` (issue 13, item 0): questions it cannot answer end `not_found` with the best
+guess kept aside, a word that matches nothing in the graph is not answered with something nearby, and the
+threshold comes from the settings (SPARQLNAV_LEXICAL_THRESHOLD), on the real demo and CK25 graphs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.settings import ConfigError, LexicalSettings, Settings
+from sparqlnav.strategies import make_strategy
+from sparqlnav.strategies.lexical import DEFAULT_THRESHOLD, LexicalStrategy
+from sparqlnav.trace import Trace
+
+STRATEGY = LexicalStrategy(budget_s=60.0)  # the default threshold; a generous budget (see test_lexical)
+
+
+def assert_declined(answer_status: str, answer: object) -> None:
+    """A not-found answer: no query or results as the answer, the best guess kept aside below the threshold."""
+    from sparqlnav.answer import Answer
+
+    assert isinstance(answer, Answer)
+    assert answer_status == "not_found"
+    assert answer.results is None and answer.sparql is None
+    assert answer.text.startswith("I could not find an answer")
+    assert answer.confidence is not None and answer.confidence < DEFAULT_THRESHOLD
+    guess = answer.extra["best_guess"]
+    assert guess["confidence"] == answer.confidence
+    assert guess["sparql"].lstrip().startswith("PREFIX") and ("SELECT" in guess["sparql"] or "ASK" in guess["sparql"])
+    assert guess["results"]["head"] is not None
+    assert answer.to_json()["results"] is None
+
+
+@pytest.mark.data
+def test_salary_on_ck25_is_not_answered_with_something_nearby(ck25: KnowledgeGraph) -> None:
+    answer = STRATEGY.run("What is the salary of Heinrich Hoch?", ck25, Trace())
+    assert_declined(answer.status, answer)
+    # CK25 has no salaries: the word matches nothing any candidate query could use
+    assert answer.extra["evidence"]["unmatched"] == ["salary"]
+    assert answer.trace.of_kind("answer")[-1].data["status"] == "not_found"
+
+
+@pytest.mark.data
+def test_most_employees_on_ck25_is_not_answered_with_every_department(ck25: KnowledgeGraph) -> None:
+    answer = STRATEGY.run("Which department has the most employees?", ck25, Trace())
+    assert_declined(answer.status, answer)
+    assert "employees" in answer.extra["evidence"]["unexplained"]
+
+
+def test_a_person_the_demo_graph_does_not_know_is_not_found(demo: KnowledgeGraph) -> None:
+    answer = STRATEGY.run("In which department is Ms. Brant?", demo, Trace())
+    assert_declined(answer.status, answer)
+    assert "Q27" not in answer.text
+
+
+@pytest.mark.data
+def test_the_same_person_on_ck25_is_answered(ck25: KnowledgeGraph) -> None:
+    answer = STRATEGY.run("In which department is Ms. Brant?", ck25, Trace())
+    assert answer.status == "answered" and answer.confidence is not None
+    assert answer.confidence >= DEFAULT_THRESHOLD
+    assert answer.results is not None
+    assert {t.value for t in answer.results.values()} == {"http://ld.company.org/prod-instances/dept-73191"}
+    assert answer.extra["evidence"]["unexplained"] == [] and "best_guess" not in answer.extra
+
+
+def test_a_left_out_word_lowers_the_confidence(demo: KnowledgeGraph) -> None:
+    whole = STRATEGY.run("Who discovered oxygen?", demo, Trace())
+    partial = STRATEGY.run("Who discovered oxygen in a submarine?", demo, Trace())
+    assert whole.status == "answered" and whole.confidence == 1.0
+    assert partial.confidence is not None and partial.confidence < DEFAULT_THRESHOLD
+    assert partial.status == "not_found"
+    assert "submarine" in partial.extra["evidence"]["unexplained"]
+    # the guess kept aside is the answer to the part it understood
+    assert partial.extra["best_guess"]["answer"] == whole.text
+
+
+def test_threshold_comes_from_the_settings(sn_home: object) -> None:
+    default = Settings.from_env({"SPARQLNAV_HOME": str(sn_home)})
+    assert default.lexical.threshold == LexicalSettings().threshold == DEFAULT_THRESHOLD
+    strict = Settings.from_env({"SPARQLNAV_HOME": str(sn_home), "SPARQLNAV_LEXICAL_THRESHOLD": "0.95"})
+    assert strict.lexical.threshold == 0.95
+    built = make_strategy("lexical", None, settings=strict)
+    assert isinstance(built, LexicalStrategy) and built.threshold == 0.95
+    auto = make_strategy("auto", None, settings=strict)  # no LLM: auto is lexical, with the setting
+    assert isinstance(auto, LexicalStrategy) and auto.threshold == 0.95
+    explicit = make_strategy("lexical", None, settings=strict, threshold=0.2)
+    assert isinstance(explicit, LexicalStrategy) and explicit.threshold == 0.2
+    with pytest.raises(ConfigError, match="SPARQLNAV_LEXICAL_THRESHOLD='2'"):
+        Settings.from_env({"SPARQLNAV_HOME": str(sn_home), "SPARQLNAV_LEXICAL_THRESHOLD": "2"})
+
+
+def test_the_setting_changes_what_is_answered(demo: KnowledgeGraph, sn_home: object) -> None:
+    question = "Which elements are named after a planet?"
+    default = STRATEGY.run(question, demo, Trace())
+    strict = Settings.from_env({"SPARQLNAV_HOME": str(sn_home), "SPARQLNAV_LEXICAL_THRESHOLD": "0.99"})
+    built = make_strategy("lexical", None, settings=strict, budget_s=60.0)
+    declined = built.run(question, demo, Trace())
+    assert default.status == "answered" and declined.status == "not_found"
+    assert default.confidence == declined.confidence and default.confidence is not None
+    assert DEFAULT_THRESHOLD <= default.confidence < 0.99
