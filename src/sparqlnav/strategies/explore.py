@@ -46,8 +46,11 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
+from sparqlnav.retrieval.indexes import KGIndexes
+from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.digest import Digest, Digests
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
@@ -122,14 +125,28 @@ class Explore:
         llm: LLMConfig,
         options: ExploreOptions | None = None,
         feedback: Feedback | None = None,
+        *,
+        digests: Digests | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.llm = llm
         self.options = options or ExploreOptions()
         self.feedback = feedback or Feedback(
             options=FeedbackOptions(large_rows=self.options.large_rows)
         )
+        self.settings = settings
+        self._digests = digests
         self._clients: tuple[LLMClient, LLMClient] | None = None
         self._lock = threading.Lock()
+
+    def digests(self) -> Digests:
+        """The schema digests of the graphs this agent explores (stored index schemas where `sparqlnav index` made them)."""
+        with self._lock:
+            if self._digests is None:
+                # The registry builds strategies without settings: read them once, as the entry points do.
+                settings = self.settings or Settings.from_env()
+                self._digests = Digests(KGIndexes(settings.paths.home, embedding=settings.embedding))
+            return self._digests
 
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
@@ -171,6 +188,9 @@ class _Run:
     ) -> None:
         self.o = agent.options
         self.feedback = agent.feedback
+        self.digest: Digest = agent.digests().get(kg)
+        if self.digest.invented:  # the graph's own namespace gets a prefix even when its file declares none
+            kg = dataclasses.replace(kg, prefixes=kg.prefixes.merged(self.digest.invented))
         self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.memory = Memory(kg.prefixes, kg.vocab)
@@ -312,11 +332,13 @@ class _Run:
 
     def _system_prompt(self) -> str:
         kg = self.kg
-        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(kg.prefixes.items()))
-        flavour = ""
+        # Only the namespaces the data uses (CK25's file declares ~90, most never used); Wikidata keeps its own.
+        shown = self.digest.prefixes or dict(kg.prefixes.items())
+        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(shown.items()) if p)
+        flavour = f"\n{self.digest.text}\n" if self.digest.text else ""
         wb = kg.vocab.wikibase
         if wb:
-            flavour = (
+            flavour += (
                 "\nThis graph is shaped like Wikidata: items and properties are wd:Q… and wd:P…; "
                 "wdt:P… links an item to its main values; a statement with its qualifiers is reached "
                 "with p:P… (item to statement), ps:P… (statement to value) and pq:P… (statement to "
@@ -493,13 +515,15 @@ class _Run:
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Explore:
-    """Build the explore strategy; options are the fields of ExploreOptions."""
+    """Build the explore strategy; options are the fields of ExploreOptions plus `digests`, `settings`, `feedback`."""
     if llm is None:
         raise ValueError(
             "the explore strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)"
         )
     known = {f.name for f in dataclasses.fields(ExploreOptions)}
-    unknown = set(options) - known
+    extra = {"digests", "settings", "feedback"}
+    unknown = set(options) - known - extra
     if unknown:
         raise TypeError(f"unknown explore options: {', '.join(sorted(unknown))}")
-    return Explore(llm, ExploreOptions(**options))
+    knobs = ExploreOptions(**{k: v for k, v in options.items() if k in known})
+    return Explore(llm, knobs, **{k: v for k, v in options.items() if k in extra})
