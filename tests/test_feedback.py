@@ -212,7 +212,7 @@ def test_unseen_iri(tools: Toolkit, memory: Memory) -> None:
     assert {WD + "Q8", WD + "P61"} <= memory.seen
     assert "wd:Q999999" in Feedback().check(ctx, "after")[1].text
     memory.truncate(1)  # a rollback forgets what the dropped steps showed
-    assert "wd:P61" in [g for g in Feedback().check(ctx, "after") if g.id == "unseen_iri"][0].text
+    assert "wd:P61" in next(g for g in Feedback().check(ctx, "after") if g.id == "unseen_iri").text
     # A query that returned rows confirms its names: no warning, and later queries count them as seen.
     good = ran(tools, memory, DISCOVERERS_OF_OXYGEN)
     assert "unseen_iri" not in fired(good, "after")

@@ -75,3 +75,37 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
         assert unused not in system
     assert len(system) < 6000  # the ~90 declared prefixes alone were about 5 kB
+
+
+# ---------------------------------------------------------------- finishing with an earlier query
+
+
+
+def test_stop_with_a_step_ends_with_that_steps_query(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    wanted = DEPARTMENTS
+    later = "SELECT (COUNT(?e) AS ?n) WHERE { ?e a pv:Employee }"
+    answer = explore(
+        scripted_llm,
+        ck25,
+        "Which departments are there?",
+        [
+            act("execute_sparql", query=wanted),
+            act("search", query="Employee"),
+            act("execute_sparql", query=later),
+            act("stop", step=2),  # a search: refused, the run goes on
+            act("stop", step=1),
+            Reply(text="Six departments."),
+        ],
+        digests,
+        settings,
+    )
+    assert answer.status == "answered" and answer.sparql is not None
+    assert answer.sparql.endswith(wanted) and len(answer.results or []) == 6
+    assert feedback_ids(answer) == ["stop_without_results"] and answer.trace.of_kind("rollback") == []
+    # The model saw the step number under the rows it could choose.
+    tool_texts = [m["content"] for m in scripted_llm.requests[3]["messages"] if m["role"] == "tool"]
+    assert tool_texts[0].endswith("[step 1]") and tool_texts[2].endswith("[step 3]")
+    refused = [m["content"] for m in scripted_llm.requests[4]["messages"] if m["role"] == "tool"][-1]
+    assert "you named step 2, which ran no query" in refused

@@ -468,6 +468,14 @@ def stop_without_results(ctx: StepContext, opts: FeedbackOptions) -> Details | N
     """stop() while the last query did not produce an answer."""
     if not ctx.finishing:
         return None
+    named = ctx.call.arguments.get("step") if ctx.call is not None else None
+    if named is not None:  # stop(step=N): the query of that step becomes the answer
+        records = ctx.memory.records
+        if not isinstance(named, int) or not 1 <= named <= len(records) or records[named - 1].query is None:
+            return {"problem": f"you named step {named}, which ran no query; name a step that ran execute_sparql"}
+        if not records[named - 1].answered:
+            return {"problem": f"you named step {named}, whose query {_describe_failure(records[named - 1])}"}
+        return None
     last = ctx.memory.last_query()
     if last is None:
         return {"problem": "no query has been run yet"}

@@ -16,9 +16,9 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from string import Template
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
@@ -57,8 +57,15 @@ from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
 
 
-def stop(kit: Toolkit) -> Observation:
-    """Finish: the last query you ran becomes the final answer. Call it only after that query returned the answer."""
+def stop(
+    kit: Toolkit,
+    step: Annotated[
+        int | None,
+        Field(description="the [step N] of an earlier execute_sparql whose rows answer the question; omit for the last query"),
+    ] = None,
+) -> Observation:
+    """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
+    returned the answer."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
@@ -200,6 +207,7 @@ class _Run:
         self.rollbacks = 0
         self.fired: Counter[str] = Counter()
         self.note: str | None = None  # told once to the model after a rollback
+        self.chosen: int | None = None  # the step stop(step=N) named
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
@@ -252,11 +260,15 @@ class _Run:
         if isinstance(sparql, str) and sparql.strip():
             ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query
         before = self.feedback.check(ctx, "before")
+        named = call.arguments.get("step") if ctx.finishing and call is not None else None
         for g in before:  # SPINACH's rollback (spinach.txt §4.2): cut the state, then explore on
+            if g.id == "stop_without_results" and named is not None:
+                continue  # a wrong step number is corrected by the model, not by cutting its work
             if g.id in ("repeated_action", "stop_without_results"):
                 self._rollback(g, n, keep=self._restart_point(g, call))
                 return False
-        if ctx.finishing:
+        if ctx.finishing and not any(g.blocks for g in before):
+            self.chosen = named if isinstance(named, int) else None
             return True
         observation: Observation | None = None
         if not any(g.blocks for g in before):
@@ -278,6 +290,8 @@ class _Run:
             result=ctx.result,
             ok=observation.ok if observation is not None else False,
         )
+        if record.answered:  # the number stop(step=N) takes
+            full += f"\n[step {n}]"
         self.memory.record(record, seen_text)
         self.state.append(Step(reply.text, call, full, ctx.query, record))
         self.note = None
@@ -441,7 +455,8 @@ class _Run:
         return next((s for s in reversed(self.state) if s.record and s.record.answered), None)
 
     def _conclude(self) -> Answer:
-        best = self._best()
+        # Step numbers are positions in the kept state: a rollback only cuts its tail, so N is the step the model saw.
+        best = self.state[self.chosen - 1] if self.chosen is not None else self._best()
         assert best is not None  # stop_without_results guarantees it
         return self._answer("answered", best, None)
 
