@@ -151,7 +151,7 @@ def test_full_run_on_the_demo_kg_reaches_the_gold_answer(
     # Usage, live delivery and JSONL.
     usage = answer.trace.finish()
     assert (usage.llm_calls, usage.input_tokens, usage.output_tokens) == (7, 70, 35)
-    assert usage.sparql_queries == 3  # two for the entity page, one execute_sparql
+    assert usage.sparql_queries == 4  # three for the entity page (out, qualifiers, incoming), one execute_sparql
     assert [e.seq for e in live] == [e.seq for e in answer.trace.events]
     trace.save(tmp_path / "trace.jsonl")
     again = Trace.load(tmp_path / "trace.jsonl")

@@ -15,6 +15,8 @@ from sparqlnav.llm.client import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.tools.digest import Digests
+from sparqlnav.tools.lookup import EntityPage
+from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
 PV = "http://ld.company.org/prod-vocab/"
@@ -109,3 +111,33 @@ def test_stop_with_a_step_ends_with_that_steps_query(
     assert tool_texts[0].endswith("[step 1]") and tool_texts[2].endswith("[step 3]")
     refused = [m["content"] for m in scripted_llm.requests[4]["messages"] if m["role"] == "tool"][-1]
     assert "you named step 2, which ran no query" in refused
+
+
+# ---------------------------------------------------------------- entity pages both ways, truncation stated
+
+
+def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: KnowledgeGraph) -> None:
+    kit = Toolkit(ck25, Trace())
+    sensor = kit.get_entity("prodi:prod-cat-Sensor")
+    assert sensor.ok and isinstance(sensor.value, EntityPage)
+    incoming = {i.property: i.count for i in sensor.value.incoming}
+    direct = ck25.endpoint.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?p <{PV}hasCategory> <{PRODI}prod-cat-Sensor> }}")
+    assert direct.table is not None
+    assert incoming[PV + "hasCategory"] == int(direct.table.rows[0]["n"].value) == 89
+    assert "← pv:hasCategory (has category) ×89, e.g. prodi:hw-" in sensor.text
+    # The subject with most values of one property: the cut names the property and both numbers.
+    rows = ck25.endpoint.query(
+        f"SELECT ?s ?p (COUNT(?x) AS ?n) WHERE {{ ?s ?p ?x FILTER(STRSTARTS(STR(?p), '{PV}')) }} "
+        "GROUP BY ?s ?p ORDER BY DESC(?n) LIMIT 1"
+    ).table
+    assert rows is not None
+    subject, prop, n = (rows.rows[0][v].value for v in ("s", "p", "n"))
+    assert int(n) > 20
+    page = kit.get_entity(f"<{subject}>")
+    assert f"(showing 20 of {n} values of {ck25.prefixes.compact(prop)})" in page.text
+    # pv:Price has 1009 instances: the incoming rdf:type edges are counted over the first 1000, and it says so.
+    price = kit.get_entity("pv:Price")
+    assert "← rdf:type (type) ×997" in price.text and "← rdfs:domain (domain) ×2" in price.text
+    assert "(counted over the first 1000 incoming edges; there are more)" in price.text
+    # Search says how many it found when it shows fewer.
+    assert "Entities matching 'sensor' (8 of " in kit.search("sensor").text
