@@ -4,6 +4,8 @@ The real LLM client talks over HTTP to a scripted OpenAI-compatible server; the 
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -12,8 +14,10 @@ from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm.client import LLMConfig
+from sparqlnav.retrieval.index import LocalIndex, kg_schema, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.explore import create as create_explore
+from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.tools.digest import Digests
 from sparqlnav.tools.lookup import EntityPage
 from sparqlnav.tools.toolkit import Toolkit
@@ -141,3 +145,35 @@ def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: K
     assert "(counted over the first 1000 incoming edges; there are more)" in price.text
     # Search says how many it found when it shows fewer.
     assert "Entities matching 'sensor' (8 of " in kit.search("sensor").text
+
+
+# ---------------------------------------------------------------- retrieve's context is complete
+
+
+def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_values(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
+) -> None:
+    schema = kg_schema(ck25)
+    with LocalIndex(None, None) as index:  # no examples: the shapes alone must be enough to write a query
+        index.build(shape_docs(schema, labels=ck25.names.labels_of(schema.class_names)))
+        query = "SELECT ?e ?email WHERE { ?e pv:memberOf ?d . ?d pv:name \"Marketing\" . ?e pv:email ?email }"
+        scripted_llm.script([
+            Reply(json.dumps({"sub_questions": ["employees of a department"], "classes": ["Employee", "Department"]})),
+            Reply(f"```sparql\nPREFIX pv: <{PV}>\n{query}\n```"),
+            Reply("They are …"),
+        ])
+        answer = create_retrieve(config(scripted_llm), index=index, schema=schema).run(
+            "What are the emails of the people in Marketing?", ck25, Trace()
+        )
+    assert answer.status == "answered" and answer.results is not None and len(answer.results) > 0
+    prompt = str(scripted_llm.requests[1]["messages"][0]["content"])
+    assert f"PREFIX pv: <{PV}>" in prompt
+    declared = set(re.findall(r"^PREFIX (\w+):", prompt, re.M))
+    shapes = prompt.split("## Schema of relevant classes", 1)[1]
+    used = set(re.findall(r"(?<![\w<#/:.-])([A-Za-z][\w-]*):(?=[A-Za-z_])", re.sub(r"<[^>]*>", "", shapes)))
+    assert used and used <= declared, used - declared
+    # Real sample values next to the properties (a department's name, an employee's email).
+    assert re.search(r"pv:name xsd:string ;?  # e\.g\. \w", shapes)
+    assert re.search(r"pv:email xsd:string ;?  # e\.g\. [\w.]+@company\.org", shapes)
+    # pv:Manager only appears as a range of Employee's pv:hasManager: it gets a shape of its own.
+    assert "- pv:Manager (a range of the classes above)" in shapes and "owl:Class {" not in shapes
