@@ -5,7 +5,11 @@ The real LLM client talks over HTTP to a scripted OpenAI-compatible server; the 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +18,7 @@ from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm.client import LLMConfig
-from sparqlnav.retrieval.index import LocalIndex, kg_schema, shape_docs
+from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
@@ -177,3 +181,37 @@ def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_v
     assert re.search(r"pv:email xsd:string ;?  # e\.g\. [\w.]+@company\.org", shapes)
     # pv:Manager only appears as a range of Employee's pv:hasManager: it gets a shape of its own.
     assert "- pv:Manager (a range of the classes above)" in shapes and "owl:Class {" not in shapes
+
+
+# ---------------------------------------------------------------- examples where a graph has none
+
+
+def test_synthesize_examples_indexes_only_the_pairs_that_run_and_return_rows(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, data_dir: Path, tmp_path: Path
+) -> None:
+    good = f"PREFIX pv: <{PV}>\nSELECT ?d ?name WHERE {{ ?d a pv:Department ; pv:name ?name }}"
+    pairs = [
+        {"question": "Which departments are there?", "query": good},
+        {"question": "What is the salary of each employee?", "query": "SELECT ?e ?s WHERE { ?e pv:salary ?s }"},
+        {"question": "Who is in the Moon department?", "query": 'SELECT ?e WHERE { ?e pv:memberOf ?d . ?d pv:name "Moon" }'},
+    ]
+    scripted_llm.script([Reply(json.dumps({"pairs": pairs}))])
+    env = {**os.environ, "SPARQLNAV_HOME": str(tmp_path), "OPENAI_BASE_URL": scripted_llm.base_url,
+           "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model", "NO_COLOR": "1"}
+    kg = str(data_dir / "ck25" / "prod-inst.ttl")
+    done = subprocess.run(
+        [sys.executable, "-m", "sparqlnav", "index", "--kg", kg, "--embedder", "none", "--no-endpoint-examples",
+         "--synthesize-examples", "3", "--json"],
+        capture_output=True, text=True, env=env, timeout=240, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["examples"] == 1 and len(summary["synthesized"]) == 1
+    assert "dropped synthetic example 'What is the salary of each employee?': invalid" in done.stderr
+    assert "dropped synthetic example 'Who is in the Moon department?': no rows" in done.stderr
+    ctx = open_kg_index(ck25, tmp_path, embedder=None)
+    assert ctx is not None
+    (doc,) = ctx.index.documents(["example"])
+    ctx.close()
+    assert doc.title == "Which departments are there?" and doc.content.endswith(good.split("\n", 1)[1])
+    assert doc.meta["keywords"] == ["synthetic"] and str(doc.meta["example_id"]).startswith("synthetic-")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from sparqlnav.graph.opening import near_name, open_kg
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
+
+if TYPE_CHECKING:
+    from sparqlnav.retrieval.examples import Example
 
 app = typer.Typer(
     name="sparqlnav",
@@ -764,6 +767,24 @@ def mcp_command(
         run_stdio(graph, settings=settings, llm=settings.llm)
 
 
+def _synthesized(graph: KnowledgeGraph, settings: Settings, n: int, kept_ids: list[str]) -> list[Example]:
+    """`index --synthesize-examples N`: pairs the LLM writes over the schema that run and return rows."""
+    from sparqlnav.llm.client import LLMError
+    from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema
+    from sparqlnav.retrieval.synthesize import synthesize_examples
+
+    if settings.llm is None:
+        raise CliError("--synthesize-examples needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL")
+    try:
+        made = synthesize_examples(graph, kg_schema(graph), settings.llm, n)
+    except (LLMError, SchemaUnavailable) as exc:
+        raise CliError(f"no examples synthesized: {exc}") from None
+    for question, why in made.dropped:
+        err().print(f"dropped synthetic example {question!r}: {why}", markup=False, highlight=False)
+    kept_ids += [e.id for e in made.kept]
+    return made.kept
+
+
 @app.command("index")
 def index_command(
     kg: KgOpt = "demo",
@@ -788,6 +809,10 @@ def index_command(
     no_endpoint_examples: Annotated[
         bool, typer.Option("--no-endpoint-examples", help="Do not read the examples the endpoint publishes itself.")
     ] = False,
+    synthesize_examples: Annotated[
+        int,
+        typer.Option("--synthesize-examples", help="Ask the LLM for N question–query pairs over the schema; index those that run and return rows (marked synthetic)."),
+    ] = 0,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
@@ -824,6 +849,9 @@ def index_command(
         def report(message: str, done: int, total: int) -> None:
             progress.update(task, description=message, completed=done, total=total)
 
+        synthesized: list[str] = []
+        if synthesize_examples > 0:
+            found = [*found, *_synthesized(graph, settings, synthesize_examples, synthesized)]
         backend = backend_spec = None
         if qdrant:
             collection = "sparqlnav-" + hashlib.sha256(f"{graph.name}|{graph.description}".encode()).hexdigest()[:16]
@@ -846,6 +874,7 @@ def index_command(
         "index": str(kg_index_dir(graph, settings.paths.home)),
         "examples": counts["example"], "shapes": counts["shape"], "endpoints": counts["endpoint"],
         "embedder": spec, **stats.to_json(),
+        **({"synthesized": synthesized} if synthesize_examples > 0 else {}),
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))
