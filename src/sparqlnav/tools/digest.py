@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, show_term
 from sparqlnav.graph.schema import RDF_TYPE, Schema, compute_schema, namespace_of, read_void
@@ -58,10 +57,6 @@ class DigestOptions:
     properties_per_class: int = 8
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
-
-
-class DigestUnavailable(SparqlnavError):
-    """No schema could be had in the time allowed (the digest is then empty)."""
 
 
 class Digests:
