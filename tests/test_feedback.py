@@ -202,18 +202,22 @@ def test_stop_without_results(tools: Toolkit, memory: Memory) -> None:
 
 
 def test_unseen_iri(tools: Toolkit, memory: Memory) -> None:
-    query = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who . ?who wdt:P27 wd:Q505 }"
-    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query)
-    (g,) = Feedback().check(ctx, "before")
-    assert g.id == "unseen_iri" and "wd:Q8, wd:P61, wd:P27, wd:Q505" in g.text
+    ctx = ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who . ?who wdt:P27 wd:Q999999 }")
+    assert ctx.result is not None and ctx.result.table is not None and ctx.result.table.is_empty
+    unseen = [g for g in Feedback().check(ctx, "after") if g.id == "unseen_iri"]
+    assert len(unseen) == 1 and "wd:Q8, wd:P61, wd:P27, wd:Q999999" in unseen[0].text
     see(memory, tools, "oxygen")  # shows wd:Q8
     see(memory, tools, "discoverer")  # shows wd:P61: wdt:P61 is the same property
     see(memory, tools, "country of citizenship")
-    see(memory, tools, "Germany")
     assert {WD + "Q8", WD + "P61"} <= memory.seen
-    assert fired(ctx, "before") == []
+    assert "wd:Q999999" in Feedback().check(ctx, "after")[1].text
     memory.truncate(1)  # a rollback forgets what the dropped steps showed
-    assert "wd:P61" in Feedback().check(ctx, "before")[0].text
+    assert "wd:P61" in next(g for g in Feedback().check(ctx, "after") if g.id == "unseen_iri").text
+    # A query that returned rows confirms its names: no warning, and later queries count them as seen.
+    good = ran(tools, memory, DISCOVERERS_OF_OXYGEN)
+    assert "unseen_iri" not in fired(good, "after")
+    memory.record(Record("execute_sparql", {}, query=good.query, result=good.result))
+    assert WD + "P61" in memory.seen
 
 
 def test_unseen_iri_ignores_shared_vocabularies_and_prefix_lines(memory: Memory) -> None:
@@ -227,7 +231,8 @@ def test_unseen_iri_ignores_shared_vocabularies_and_prefix_lines(memory: Memory)
         "http://schema.org/description",
     ]
     ctx = StepContext(memory, EXPLORE_TOOLS, call=call("execute_sparql", query=query), query=query)
-    assert fired(ctx, "before") == []
+    ctx.result = QueryResult(query, Outcome.EMPTY)
+    assert "unseen_iri" not in fired(ctx, "after")
 
 
 def test_iris_in_question_count_as_seen(demo: KnowledgeGraph) -> None:
@@ -279,8 +284,11 @@ def test_undeclared_prefix_replaces_the_generic_syntax_guideline(
 
 
 def test_empty_result(tools: Toolkit, memory: Memory) -> None:
+    # Nothing showed wd:Q8 or wd:P999 before: an empty result also names them (issue 14: unseen_iri now
+    # fires after the query, only when it matched nothing).
     assert fired(ran(tools, memory, "SELECT ?who WHERE { wd:Q8 wdt:P999 ?who }"), "after") == [
-        "empty_result"
+        "empty_result",
+        "unseen_iri",
     ]
     # A false ASK is an answer, not an empty result.
     assert fired(ran(tools, memory, "ASK { wd:Q1 wdt:P31 wd:Q213 }"), "after") == []

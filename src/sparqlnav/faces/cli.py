@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from sparqlnav.graph.opening import near_name, open_kg
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
+
+if TYPE_CHECKING:
+    from sparqlnav.retrieval.examples import Example
 
 app = typer.Typer(
     name="sparqlnav",
@@ -933,6 +936,24 @@ def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
     out().print(f"names of {kg} indexed in {path}{note}", markup=False, highlight=False)
 
 
+def _synthesized(graph: KnowledgeGraph, settings: Settings, n: int, kept_ids: list[str]) -> list[Example]:
+    """`index --synthesize-examples N`: pairs the LLM writes over the schema that run and return rows."""
+    from sparqlnav.llm.client import LLMError
+    from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema
+    from sparqlnav.retrieval.synthesize import synthesize_examples
+
+    if settings.llm is None:
+        raise CliError("--synthesize-examples needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL")
+    try:
+        made = synthesize_examples(graph, kg_schema(graph), settings.llm, n)
+    except (LLMError, SchemaUnavailable) as exc:
+        raise CliError(f"no examples synthesized: {exc}") from None
+    for question, why in made.dropped:
+        err().print(f"dropped synthetic example {question!r}: {why}", markup=False, highlight=False)
+    kept_ids += [e.id for e in made.kept]
+    return made.kept
+
+
 @app.command("index")
 def index_command(
     kg: KgOpt = "demo",
@@ -965,6 +986,10 @@ def index_command(
         list[Path] | None,
         typer.Option("--docs", help="Documents beside the KG: folders or files of text, Markdown, HTML or JSONL {id, title, text} (repeatable; replaces the documents indexed before)."),
     ] = None,
+    synthesize_examples: Annotated[
+        int,
+        typer.Option("--synthesize-examples", help="Ask the LLM for N question–query pairs over the schema; index those that run and return rows (marked synthetic)."),
+    ] = 0,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
@@ -1009,6 +1034,9 @@ def index_command(
         def report(message: str, done: int, total: int) -> None:
             progress.update(task, description=message, completed=done, total=total)
 
+        synthesized: list[str] = []
+        if synthesize_examples > 0:
+            found = [*found, *_synthesized(graph, settings, synthesize_examples, synthesized)]
         backend = backend_spec = None
         if qdrant:
             collection = "sparqlnav-" + hashlib.sha256(f"{graph.name}|{graph.description}".encode()).hexdigest()[:16]
@@ -1041,6 +1069,7 @@ def index_command(
         "passages": counts["passage"], "tables": counts["table"], "infoboxes": counts["infobox"],
         "embedder": spec, **stats.to_json(),
         **({"files": corpus.files, "files_read": corpus.read, "files_unchanged": corpus.unchanged} if corpus else {}),
+        **({"synthesized": synthesized} if synthesize_examples > 0 else {}),
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))

@@ -170,9 +170,12 @@ class Memory:
         self._base |= iris_in_text(text, self.prefixes, self.vocab)
 
     def record(self, record: Record, observation_text: str = "") -> None:
-        """Keep a step and what its observation showed."""
+        """Keep a step and what its observation showed (a query that returned rows confirms its own IRIs)."""
         self.records.append(record)
-        self._seen.append(iris_in_text(observation_text, self.prefixes, self.vocab))
+        seen = iris_in_text(observation_text, self.prefixes, self.vocab)
+        if record.answered and record.query:
+            seen |= set(query_iris(record.query, self.prefixes, self.vocab))
+        self._seen.append(seen)
 
     def find(self, key: str) -> int | None:
         """The 0-based index of the first kept record whose action has this `Record.key`, if any."""
@@ -468,6 +471,14 @@ def stop_without_results(ctx: StepContext, opts: FeedbackOptions) -> Details | N
     """stop() while the last query did not produce an answer."""
     if not ctx.finishing:
         return None
+    named = ctx.call.arguments.get("step") if ctx.call is not None else None
+    if named is not None:  # stop(step=N): the query of that step becomes the answer
+        records = ctx.memory.records
+        if not isinstance(named, int) or not 1 <= named <= len(records) or records[named - 1].query is None:
+            return {"problem": f"you named step {named}, which ran no query; name a step that ran execute_sparql"}
+        if not records[named - 1].answered:
+            return {"problem": f"you named step {named}, whose query {_describe_failure(records[named - 1])}"}
+        return None
     last = ctx.memory.last_query()
     if last is None:
         return {"problem": "no query has been run yet"}
@@ -478,8 +489,10 @@ def stop_without_results(ctx: StepContext, opts: FeedbackOptions) -> Details | N
 
 
 def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
-    """The query names graph-specific IRIs that no observation showed."""
-    if ctx.query is None:
+    """The query ran and matched nothing, and names graph-specific IRIs that no observation showed (rows confirm
+    the names exist, and a failed query has its own guideline: a warning then is noise)."""
+    r = ctx.result
+    if ctx.query is None or r is None or not (r.outcome is Outcome.EMPTY or (r.ok and r.table is not None and r.table.is_empty)):
         return None
     seen = ctx.memory.seen
     unseen = [

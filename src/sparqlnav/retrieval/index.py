@@ -1043,6 +1043,17 @@ def build_kg_index(
     return KGIndex(index, schema, others, endpoints, url), stats
 
 
+def stored_schema(kg: KnowledgeGraph, home: Path) -> Schema | None:
+    """The KG's own schema as `sparqlnav index` stored it, without opening the index (None when there is none)."""
+    folder = kg_index_dir(kg, home)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        name = (manifest.get("schemas") or {}).get("")
+        return Schema.load(folder / name) if name else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def open_kg_index(
     kg: KnowledgeGraph,
     home: Path,
@@ -1110,6 +1121,7 @@ __all__ = [
     "rrf",
     "search_all",
     "shape_docs",
+    "stored_schema",
     "tokenize",
     "words_of",
 ]

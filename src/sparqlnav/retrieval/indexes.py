@@ -17,6 +17,7 @@ from sparqlnav.settings import EmbeddingSettings
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from sparqlnav.graph.schema import Schema
     from sparqlnav.retrieval.documents import CorpusStats
     from sparqlnav.retrieval.index import BuildStats, KGIndex, ProgressFn
 
@@ -96,6 +97,14 @@ class KGIndexes:
             if ctx is None:
                 ctx = self._open[key] = open_or_build_kg_index(kg, self.home, embedding=self.embedding, on_build=on_build)
             return ctx
+
+    def stored_schema(self, kg: KnowledgeGraph) -> Schema | None:
+        """The KG's schema from an index already open or stored, never building one (None when there is none)."""
+        from sparqlnav.retrieval.index import stored_schema
+
+        with self._lock:
+            ctx = self._open.get((kg.name, kg.description))
+        return ctx.schema if ctx is not None else stored_schema(kg, self.home)
 
     def close(self) -> None:
         """Close the indexes."""

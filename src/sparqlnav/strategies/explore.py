@@ -16,9 +16,9 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from string import Template
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
@@ -46,16 +46,26 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
+from sparqlnav.retrieval.indexes import KGIndexes
+from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.digest import Digest, Digests
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
 
 
-def stop(kit: Toolkit) -> Observation:
-    """Finish: the last query you ran becomes the final answer. Call it only after that query returned the answer."""
+def stop(
+    kit: Toolkit,
+    step: Annotated[
+        int | None,
+        Field(description="the [step N] of an earlier execute_sparql whose rows answer the question; omit for the last query"),
+    ] = None,
+) -> Observation:
+    """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
+    returned the answer."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
@@ -122,14 +132,28 @@ class Explore:
         llm: LLMConfig,
         options: ExploreOptions | None = None,
         feedback: Feedback | None = None,
+        *,
+        digests: Digests | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.llm = llm
         self.options = options or ExploreOptions()
         self.feedback = feedback or Feedback(
             options=FeedbackOptions(large_rows=self.options.large_rows)
         )
+        self.settings = settings
+        self._digests = digests
         self._clients: tuple[LLMClient, LLMClient] | None = None
         self._lock = threading.Lock()
+
+    def digests(self) -> Digests:
+        """The schema digests of the graphs this agent explores (stored index schemas where `sparqlnav index` made them)."""
+        with self._lock:
+            if self._digests is None:
+                # The registry builds strategies without settings: read them once, as the entry points do.
+                settings = self.settings or Settings.from_env()
+                self._digests = Digests(KGIndexes(settings.paths.home, embedding=settings.embedding))
+            return self._digests
 
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
@@ -171,6 +195,9 @@ class _Run:
     ) -> None:
         self.o = agent.options
         self.feedback = agent.feedback
+        self.digest: Digest = agent.digests().get(kg)
+        if self.digest.invented:  # the graph's own namespace gets a prefix even when its file declares none
+            kg = dataclasses.replace(kg, prefixes=kg.prefixes.merged(self.digest.invented))
         self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.memory = Memory(kg.prefixes, kg.vocab)
@@ -180,6 +207,7 @@ class _Run:
         self.rollbacks = 0
         self.fired: Counter[str] = Counter()
         self.note: str | None = None  # told once to the model after a rollback
+        self.chosen: int | None = None  # the step stop(step=N) named
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
@@ -232,11 +260,15 @@ class _Run:
         if isinstance(sparql, str) and sparql.strip():
             ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query
         before = self.feedback.check(ctx, "before")
+        named = call.arguments.get("step") if ctx.finishing and call is not None else None
         for g in before:  # SPINACH's rollback (spinach.txt §4.2): cut the state, then explore on
+            if g.id == "stop_without_results" and named is not None:
+                continue  # a wrong step number is corrected by the model, not by cutting its work
             if g.id in ("repeated_action", "stop_without_results"):
                 self._rollback(g, n, keep=self._restart_point(g, call))
                 return False
-        if ctx.finishing:
+        if ctx.finishing and not any(g.blocks for g in before):
+            self.chosen = named if isinstance(named, int) else None
             return True
         observation: Observation | None = None
         if not any(g.blocks for g in before):
@@ -258,6 +290,8 @@ class _Run:
             result=ctx.result,
             ok=observation.ok if observation is not None else False,
         )
+        if record.answered:  # the number stop(step=N) takes
+            full += f"\n[step {n}]"
         self.memory.record(record, seen_text)
         self.state.append(Step(reply.text, call, full, ctx.query, record))
         self.note = None
@@ -312,11 +346,13 @@ class _Run:
 
     def _system_prompt(self) -> str:
         kg = self.kg
-        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(kg.prefixes.items()))
-        flavour = ""
+        # Only the namespaces the data uses (CK25's file declares ~90, most never used); Wikidata keeps its own.
+        shown = self.digest.prefixes or dict(kg.prefixes.items())
+        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(shown.items()) if p)
+        flavour = f"\n{self.digest.text}\n" if self.digest.text else ""
         wb = kg.vocab.wikibase
         if wb:
-            flavour = (
+            flavour += (
                 "\nThis graph is shaped like Wikidata: items and properties are wd:Q… and wd:P…; "
                 "wdt:P… links an item to its main values; a statement with its qualifiers is reached "
                 "with p:P… (item to statement), ps:P… (statement to value) and pq:P… (statement to "
@@ -419,7 +455,8 @@ class _Run:
         return next((s for s in reversed(self.state) if s.record and s.record.answered), None)
 
     def _conclude(self) -> Answer:
-        best = self._best()
+        # Step numbers are positions in the kept state: a rollback only cuts its tail, so N is the step the model saw.
+        best = self.state[self.chosen - 1] if self.chosen is not None else self._best()
         assert best is not None  # stop_without_results guarantees it
         return self._answer("answered", best, None)
 
@@ -493,13 +530,15 @@ class _Run:
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Explore:
-    """Build the explore strategy; options are the fields of ExploreOptions."""
+    """Build the explore strategy; options are the fields of ExploreOptions plus `digests`, `settings`, `feedback`."""
     if llm is None:
         raise ValueError(
             "the explore strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)"
         )
     known = {f.name for f in dataclasses.fields(ExploreOptions)}
-    unknown = set(options) - known
+    extra = {"digests", "settings", "feedback"}
+    unknown = set(options) - known - extra
     if unknown:
         raise TypeError(f"unknown explore options: {', '.join(sorted(unknown))}")
-    return Explore(llm, ExploreOptions(**options))
+    knobs = ExploreOptions(**{k: v for k, v in options.items() if k in known})
+    return Explore(llm, knobs, **{k: v for k, v in options.items() if k in extra})

@@ -49,7 +49,9 @@ from sparqlnav.retrieval.index import (
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
+from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.digest import META_NAMESPACES, Digests, annotated_shape
 from sparqlnav.tools.toolkit import Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
@@ -127,10 +129,19 @@ def example_block(hit: IndexHit) -> str:
     return f"- {hit.doc.title or hit.doc.text}\n\n```sparql\n{query}\n```"
 
 
-def shape_block(hit: IndexHit) -> str:
-    """A class shape for the prompt, with the endpoint holding it."""
+def shape_block(hit: IndexHit, content: str | None = None) -> str:
+    """A class shape for the prompt, with the endpoint holding it (`content` replaces the indexed shape)."""
     where = f" ({hit.doc.endpoint})" if hit.doc.endpoint else ""
-    return f"- {hit.doc.title}{where}:\n\n```\n{hit.doc.content.strip()}\n```"
+    return f"- {hit.doc.title}{where}:\n\n```\n{(content or hit.doc.content).strip()}\n```"
+
+
+_PNAME = re.compile(r"(?<![\w<#/:.-])([A-Za-z][\w.-]*)?:(?=[A-Za-z_])")
+
+
+def prefix_lines(texts: Sequence[str], prefixes: PrefixMap) -> str:
+    """PREFIX lines for every known prefix the texts use (prefixed names outside <IRIs>), sorted."""
+    used = {m.group(1) or "" for t in texts for m in _PNAME.finditer(re.sub(r"<[^>]*>", "", t))}
+    return "\n".join(f"PREFIX {p}: <{ns}>" for p, ns in sorted(prefixes.items()) if p in used and p)
 
 
 class Retrieve:
@@ -163,6 +174,7 @@ class Retrieve:
             endpoints = sorted({d.endpoint for d in index.documents() if d.endpoint} | set(schemas or {}))
             self._given = KGIndex(index, schema, dict(schemas or {}), endpoints, main_endpoint)
         self._indexes: KGIndexes | None = None  # made on first use, from the settings read then
+        self.digests = Digests()  # sample values of the shapes shown, read once per class
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ context
@@ -333,11 +345,46 @@ class _Run:
                 lines.append(f"- {h.doc.endpoint}: {h.doc.content}")
         return "\n".join(lines)
 
+    def _shape_texts(self, ctx: KGIndex, shapes: list[IndexHit]) -> list[str]:
+        """The retrieved shapes with real sample values, plus the shapes of classes they point to (ranges)."""
+        schema = ctx.schema
+        main = ctx.main_endpoint
+        blocks: list[str] = []
+        shown: set[str] = set()
+        ranges: list[str] = []
+        for h in shapes:
+            cls = str(h.doc.meta.get("class", ""))
+            own = schema is not None and cls in schema.classes and (
+                h.doc.endpoint is None or (main is not None and endpoint_key(h.doc.endpoint) == endpoint_key(main))
+            )
+            if not own or schema is None:
+                blocks.append(shape_block(h))
+                continue
+            shown.add(cls)
+            blocks.append(shape_block(h, annotated_shape(schema, cls, self.strategy.digests.samples(self.kg, cls))))
+            ranges += [o for p in schema.classes[cls].predicates.values() for o in p.object_classes]
+        extra = [
+            c
+            for c in dict.fromkeys(ranges)
+            if schema is not None and c in schema.classes and c not in shown and not c.startswith(META_NAMESPACES)
+        ]
+        # Small shapes first: classes met only as a range are often small (pv:Manager) and cheap to show.
+        extra.sort(key=lambda c: len(schema.classes[c].predicates) if schema is not None else 0)
+        for cls in extra[: self.options.k_shapes - 2]:
+            assert schema is not None
+            text = annotated_shape(schema, cls, self.strategy.digests.samples(self.kg, cls))
+            blocks.append(f"- {schema.compact(cls)} (a range of the classes above):\n\n```\n{text}\n```")
+        return blocks
+
     def generate(self, ctx: KGIndex, examples: list[IndexHit], shapes: list[IndexHit], endpoints: list[IndexHit]) -> Attempt:
+        example_texts = [example_block(h) for h in examples]
+        shape_texts = self._shape_texts(ctx, shapes)
+        known = ctx.schema.prefix_map.merged(dict(self.kg.prefixes.items())) if ctx.schema else self.kg.prefixes
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
             endpoints=self._endpoints_text(ctx, endpoints),
-            examples="\n\n".join(example_block(h) for h in examples) or "(no examples)",
-            shapes="\n\n".join(shape_block(h) for h in shapes) or "(no schema information)",
+            examples="\n\n".join(example_texts) or "(no examples)",
+            shapes="\n\n".join(shape_texts) or "(no schema information)",
+            prefixes=prefix_lines([*example_texts, *shape_texts], known) or "# (none needed)",
         )
         self.messages = [Message.system(system), Message.user(self.context.with_question(self.question))]
         return self._ask("generate")

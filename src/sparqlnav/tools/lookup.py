@@ -17,6 +17,7 @@ from sparqlnav.graph.results import Term, clip, show_term
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
 EDGE_LIMIT = 2000
+INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
@@ -32,6 +33,9 @@ class SearchResult:
     entities: list[NameHit]
     properties: list[NameHit]
     note: str = ""  # e.g. that the endpoint has no text index and search is degraded
+    entity_total: int | None = None  # matches found before the cut (None: not counted)
+    property_total: int | None = None
+    total_capped: bool = False  # the count stopped at the search's own limit: there may be more
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -46,13 +50,19 @@ class SearchResult:
 
     def to_text(self, kg: KnowledgeGraph) -> str:
         """Readable lines for a person or an LLM."""
-        lines = [f"Entities matching {self.query!r}:"]
+        lines = [f"Entities matching {self.query!r}{self._count(len(self.entities), self.entity_total)}:"]
         lines += [_hit_line(h, kg) for h in self.entities] or ["  (none)"]
-        lines.append(f"Properties matching {self.query!r}:")
+        lines.append(f"Properties matching {self.query!r}{self._count(len(self.properties), self.property_total)}:")
         lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
         if self.note:
             lines.append(f"Note: {self.note}")
         return "\n".join(lines)
+
+    def _count(self, shown: int, total: int | None) -> str:
+        """" (8 of 23 matches)" when the list was cut; nothing when everything found is shown."""
+        if total is None or total <= shown:
+            return ""
+        return f" ({shown} of {total}{'+' if self.total_capped else ''} matches)"
 
 
 def _hit_line(h: NameHit, kg: KnowledgeGraph) -> str:
@@ -70,10 +80,27 @@ def search(
 ) -> SearchResult:
     """Entities (and classes) and properties whose names match `text`."""
     # One ranked pass over every kind (a second pass per kind would repeat the typo-tolerant search).
-    hits = kg.names.search(text, limit=max(50, entities + properties))
-    ents = [h for h in hits if h.kind in ("entity", "class")][:entities]
-    props = [h for h in hits if h.kind == "property"][:properties]
-    return SearchResult(text, ents, props, str(kg.extra.get("search_note", "")))
+    limit = max(50, entities + properties)
+    hits = kg.names.search(text, limit=limit)
+    all_ents = [h for h in hits if h.kind in ("entity", "class")]
+    all_props = [h for h in hits if h.kind == "property"]
+    if len(all_props) < properties and len(text.split()) > 1:
+        # Properties are often named by parts or abbreviations ("experience XP" → hasXPValue): try each word.
+        for word in text.split():
+            if len(word) < 2:
+                continue
+            for h in kg.names.search(word, limit=10, kinds=["property"]):
+                if h.kind == "property" and all(h.iri != p.iri for p in all_props):
+                    all_props.append(h)
+    return SearchResult(
+        text,
+        all_ents[:entities],
+        all_props[:properties],
+        entity_total=len(all_ents),
+        property_total=len(all_props),
+        total_capped=len(hits) >= limit,
+        note=str(kg.extra.get("search_note", "")),
+    )
 
 
 def resolve(kg: KnowledgeGraph, ident: str) -> str:
@@ -149,14 +176,26 @@ class Edge:
 
 
 @dataclass
+class Incoming:
+    """A property pointing at an entity: how many subjects use it (within the edges read) and a few of them."""
+
+    property: str
+    label: str | None
+    count: int
+    examples: list[Term]
+
+
+@dataclass
 class EntityPage:
-    """An entity's outgoing edges, grouped by property."""
+    """An entity's outgoing edges, grouped by property, and the properties that point at it."""
 
     iri: str
     label: str | None
     description: str | None
     edges: list[Edge]
     truncated: bool = False
+    incoming: list[Incoming] = field(default_factory=list)
+    incoming_truncated: bool = False  # counts are over the first INCOMING_LIMIT incoming edges only
 
     def to_json(self) -> dict[str, Any]:
         """Plain data with SPARQL-JSON terms."""
@@ -188,6 +227,12 @@ class EntityPage:
                 }
                 for e in self.edges
             ],
+            "incoming": [
+                {"property": i.property, "label": i.label, "count": i.count,
+                 "examples": [t.to_json() for t in i.examples]}
+                for i in self.incoming
+            ],
+            "incoming_truncated": self.incoming_truncated,
         }
 
     def to_text(self, kg: KnowledgeGraph, *, max_values: int = 20) -> str:
@@ -209,11 +254,19 @@ class EntityPage:
                     )
                     lines.append(f"      └ {p.compact(q.property)}{ql}: {clip(qv, 150)}")
             if len(e.values) > max_values:
-                lines.append(f"    … and {len(e.values) - max_values} more")
+                lines.append(f"    (showing {max_values} of {len(e.values)} values of {p.compact(e.property)})")
         if self.truncated:
-            lines.append(f"  (only the first {EDGE_LIMIT} edges are shown)")
+            lines.append(f"  (the page is cut: only the first {EDGE_LIMIT} outgoing edges were read; there are more)")
         if not self.edges:
             lines.append("  (no outgoing edges)")
+        if self.incoming:
+            lines.append("  incoming (subject → property → this entity):")
+            for i in self.incoming:
+                ex = ", ".join(show_term(t, p) for t in i.examples)
+                name = p.compact(i.property) + (f" ({i.label})" if i.label else "")
+                lines.append(f"    ← {name} ×{i.count}" + (f", e.g. {ex}" if ex else ""))
+            if self.incoming_truncated:
+                lines.append(f"    (counted over the first {INCOMING_LIMIT} incoming edges; there are more)")
         return "\n".join(lines)
 
 
@@ -281,7 +334,30 @@ def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
     edges.sort(
         key=lambda e: (e.property not in label_preds | desc_preds, kg.prefixes.compact(e.property))
     )
-    return EntityPage(iri, label or labels.get(iri), description, edges, truncated)
+    incoming, incoming_cut = _incoming(kg, iri)
+    return EntityPage(iri, label or labels.get(iri), description, edges, truncated, incoming, incoming_cut)
+
+
+def _incoming(kg: KnowledgeGraph, iri: str, examples: int = 2) -> tuple[list[Incoming], bool]:
+    """Properties pointing at `iri` with their counts (over a bounded read) and a couple of subjects each."""
+    rows, cut = _run(kg, f"SELECT ?s ?p WHERE {{ ?s ?p <{iri}> }} LIMIT {INCOMING_LIMIT + 1}")
+    cut = cut or len(rows) > INCOMING_LIMIT
+    found: dict[str, Incoming] = {}
+    wb = kg.vocab.wikibase
+    for row in rows[:INCOMING_LIMIT]:
+        if "p" not in row or "s" not in row:
+            continue
+        p = row["p"].value
+        if wb and p.startswith((wb.statement, wb.qualifier)):
+            continue  # statement nodes: their item shows the same edge as a direct claim
+        entry = found.setdefault(p, Incoming(p, None, 0, []))
+        entry.count += 1
+        if len(entry.examples) < examples:
+            entry.examples.append(row["s"])
+    labels = _labels(kg, found)
+    for entry in found.values():
+        entry.label = labels.get(entry.property)
+    return sorted(found.values(), key=lambda i: (-i.count, i.property)), cut
 
 
 def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Value]]) -> bool:

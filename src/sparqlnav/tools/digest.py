@@ -1,0 +1,283 @@
+"""A schema digest for prompts: the main classes of a graph with instance counts, and per class its most used
+properties with their ranges, within a token budget; plus the prefixes that matter for the graph (namespaces
+that occur in the data) and whether its names are real labels or humanised identifiers.
+
+Any strategy can call `Digests.get(kg)`. The schema comes from the retrieval index when `sparqlnav index` stored
+one (never built here), else it is computed for graphs small enough to profile in seconds, else read from the
+endpoint's VoID; a graph too large for either gets an empty digest. Each KG's digest is made once per holder.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import Term, clip, show_term
+from sparqlnav.graph.schema import RDF_TYPE, Schema, compute_schema, namespace_of, read_void
+from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
+
+if TYPE_CHECKING:
+    from sparqlnav.retrieval.indexes import KGIndexes
+
+CHARS_PER_TOKEN = 4
+ALWAYS = ("rdf", "rdfs", "xsd", "owl")  # prefixes every prompt keeps
+# Classes describing the vocabulary or the dataset itself, not the data a question is about.
+META_NAMESPACES = (
+    WELL_KNOWN["rdf"],
+    WELL_KNOWN["rdfs"],
+    WELL_KNOWN["owl"],
+    WELL_KNOWN["void"],
+    WELL_KNOWN["sh"],
+    "http://www.w3.org/ns/sparql-service-description#",
+)
+_NAME_LIKE = re.compile(r"(^|[^a-z])(name|title|label)s?$", re.I)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What a prompt says about a graph's contents (`text` is empty when nothing is known)."""
+
+    text: str = ""
+    prefixes: Mapping[str, str] = field(default_factory=dict)  # the prefixes that matter, invented ones included
+    invented: Mapping[str, str] = field(default_factory=dict)  # prefixes the graph does not declare
+    labelled: bool | None = None  # whether a label property is in use (None: unknown)
+    name_properties: tuple[str, ...] = ()  # literal properties holding names when there are no labels
+    source: str = "none"  # index, computed, void or none
+
+
+@dataclass(frozen=True)
+class DigestOptions:
+    """Bounds of a digest: its size in the prompt and what it may cost to make."""
+
+    max_tokens: int = 700
+    properties_per_class: int = 8
+    profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
+    query_seconds: float = 10.0  # per profiling or sampling query
+
+
+class Digests:
+    """Each KG's digest and class samples, made once (thread-safe); `indexes` supplies stored schemas."""
+
+    def __init__(self, indexes: KGIndexes | None = None, options: DigestOptions | None = None) -> None:
+        self.indexes = indexes
+        self.options = options or DigestOptions()
+        self._lock = threading.Lock()
+        self._digests: dict[tuple[str, str], Digest] = {}
+        self._schemas: dict[tuple[str, str], tuple[Schema | None, str]] = {}
+        self._samples: dict[tuple[str, str, str], dict[str, list[Term]]] = {}
+
+    def get(self, kg: KnowledgeGraph) -> Digest:
+        """The digest of `kg` (empty for Wikibase-shaped graphs, which the prompt describes by their shape)."""
+        key = (kg.name, kg.description)
+        with self._lock:
+            found = self._digests.get(key)
+        if found is not None:
+            return found
+        made = Digest() if kg.vocab.wikibase else self._make(kg)
+        with self._lock:
+            return self._digests.setdefault(key, made)
+
+    def schema(self, kg: KnowledgeGraph) -> tuple[Schema | None, str]:
+        """The KG's schema and where it came from (index, computed, void), or (None, "none")."""
+        key = (kg.name, kg.description)
+        with self._lock:
+            if key in self._schemas:
+                return self._schemas[key]
+        got = self._find_schema(kg)
+        with self._lock:
+            return self._schemas.setdefault(key, got)
+
+    def samples(self, kg: KnowledgeGraph, class_iri: str) -> dict[str, list[Term]]:
+        """Up to two real values per property of the class's instances (empty when the query fails)."""
+        key = (kg.name, kg.description, class_iri)
+        with self._lock:
+            if key in self._samples:
+                return self._samples[key]
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        query = (
+            f"SELECT ?p ?o WHERE {{ {{ SELECT ?s WHERE {{ ?s <{typing}> <{class_iri}> }} LIMIT 50 }} ?s ?p ?o }} "
+            "LIMIT 2000"
+        )
+        found: dict[str, list[Term]] = {}
+        result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+        for row in result.table.rows if result.ok and result.table is not None else []:
+            if "p" not in row or "o" not in row:
+                continue
+            values = found.setdefault(row["p"].value, [])
+            if len(values) < 2 and row["o"] not in values and row["o"].kind != "bnode":
+                values.append(row["o"])
+        with self._lock:
+            return self._samples.setdefault(key, found)
+
+    def _find_schema(self, kg: KnowledgeGraph) -> tuple[Schema | None, str]:
+        if self.indexes is not None:
+            stored = self.indexes.stored_schema(kg)
+            if stored is not None and stored.classes:
+                return stored, "index"
+        from sparqlnav.retrieval.index import EndpointRunner, SchemaUnavailable
+
+        runner = EndpointRunner(kg.endpoint, timeout_s=self.options.query_seconds)
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        triples = kg.extra.get("triples")
+        try:
+            if isinstance(triples, int) and triples <= self.options.profile_triples:
+                return compute_schema(runner, mode="full", type_predicate=typing), "computed"
+            void = read_void(runner)  # a large graph: what its VoID offers, or nothing
+            return (void, "void") if void.classes else (None, "none")
+        except SchemaUnavailable:
+            return None, "none"
+
+    def _make(self, kg: KnowledgeGraph) -> Digest:
+        schema, source = self.schema(kg)
+        if schema is None:
+            return Digest(prefixes=relevant_prefixes(kg.prefixes, [], {}))
+        classes = main_classes(schema)
+        instance_ns = self._instance_namespaces(kg, classes[:12])
+        namespaces = [*schema.namespaces, *instance_ns]
+        invented = invent_prefixes(kg.prefixes, namespaces)
+        prefixes = relevant_prefixes(kg.prefixes, namespaces, invented)
+        pmap = PrefixMap(dict(prefixes))
+        labelled = any(p in schema.predicates for p in kg.vocab.labels)
+        names = () if labelled else name_properties(schema)
+        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names)
+        return Digest(text, prefixes, invented, labelled, names, source)
+
+    def _instance_namespaces(self, kg: KnowledgeGraph, classes: Iterable[str]) -> list[str]:
+        """Namespaces of a sample instance of each class (entity IRIs need their prefix too)."""
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        values = " ".join(f"<{c}>" for c in classes)
+        if not values:
+            return []
+        query = f"SELECT ?c (SAMPLE(?s) AS ?x) WHERE {{ VALUES ?c {{ {values} }} ?s <{typing}> ?c }} GROUP BY ?c"
+        result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+        if not result.ok or result.table is None:
+            return []
+        return [namespace_of(r["x"].value) for r in result.table.rows if "x" in r and r["x"].kind == "uri"]
+
+
+def main_classes(schema: Schema) -> list[str]:
+    """Classes of the data (not of the vocabulary), most instances first."""
+    return [
+        c
+        for c in schema.class_names
+        if c in schema.classes and not c.startswith(META_NAMESPACES) and (schema.classes[c].instances or 0) > 0
+    ]
+
+
+def name_properties(schema: Schema) -> tuple[str, ...]:
+    """Literal-valued properties whose names say they hold names (name, title, label), most used first."""
+    found = [
+        p
+        for p in schema.predicate_names
+        if _NAME_LIKE.search(re.split(r"[/#]", p)[-1])
+        and any(pi.datatypes for c in schema.classes.values() if (pi := c.predicates.get(p)) is not None)
+    ]
+    return tuple(found[:3])
+
+
+def invent_prefixes(known: PrefixMap, namespaces: Iterable[str]) -> dict[str, str]:
+    """Prefixes for namespaces the graph uses but declares no prefix for (e.g. an ontology's own `…#`)."""
+    declared = set(known.mapping.values())
+    taken = set(known.mapping)
+    out: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for ns in namespaces:
+        if ns.startswith(("http://", "https://")) and ns not in declared:
+            counts[ns] = counts.get(ns, 0) + 1
+    for ns, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if known.compact(ns + "x") != f"<{ns}x>":
+            continue  # a declared prefix already covers it
+        words = [w for w in re.split(r"[^A-Za-z]+", ns.split("://", 1)[1]) if w]
+        base = (words[-1].lower() if words else "ns")[:10] or "ns"
+        name, i = base, 1
+        while name in taken:
+            i += 1
+            name = f"{base}{i}"
+        taken.add(name)
+        out[name] = ns
+    return out
+
+
+def relevant_prefixes(known: PrefixMap, namespaces: Iterable[str], invented: Mapping[str, str]) -> dict[str, str]:
+    """The graph's prefixes whose namespace occurs in `namespaces`, the invented ones, and rdf/rdfs/xsd/owl."""
+    used = list(namespaces)
+    out = {p: WELL_KNOWN[p] for p in ALWAYS}
+    # One name per namespace: the well-known one when there is one (CK25 declares dcterms: twice, as ns2: too).
+    ranked = sorted(known.items(), key=lambda kv: (kv[0] not in WELL_KNOWN, kv[0]))
+    for p, ns in ranked:
+        if p and ns not in out.values() and any(u == ns or u.startswith(ns) for u in used):
+            out[p] = ns
+    out.update(invented)
+    return dict(sorted(out.items()))
+
+
+def render_digest(
+    schema: Schema,
+    prefixes: PrefixMap,
+    classes: list[str],
+    options: DigestOptions,
+    *,
+    labelled: bool,
+    names: tuple[str, ...] = (),
+) -> str:
+    """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
+    budget = options.max_tokens * CHARS_PER_TOKEN
+    incoming: dict[str, list[tuple[int, str, str]]] = {}
+    for c in classes:
+        for p in schema.classes[c].predicates.values():
+            for oc, n in p.object_classes.items():
+                incoming.setdefault(oc, []).append((n or 0, p.iri, c))
+    lines = [
+        "Main classes (instances) with their most used properties; `→` gives what a property's values are, "
+        "`←` which properties point at the class:"
+    ]
+    size = len(lines[0])
+    for shown, c in enumerate(classes):
+        info = schema.classes[c]
+        preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
+        parts = []
+        for p in preds[: options.properties_per_class]:
+            objects = p.ranked_objects()[:2]
+            rng = " | ".join(prefixes.compact(o) for o in objects) or "?"
+            parts.append(f"{prefixes.compact(p.iri)} → {rng}")
+        more = len(preds) - options.properties_per_class
+        block = f"- {prefixes.compact(c)} ({info.instances or 0}): " + "; ".join(parts) + (
+            f"; …+{more}" if more > 0 else ""
+        )
+        into = sorted(incoming.get(c, []), reverse=True)[:3]
+        if into:
+            block += "\n  ← " + "; ".join(f"{prefixes.compact(p)} from {prefixes.compact(s)}" for _n, p, s in into)
+        if size + len(block) > budget and shown:
+            lines.append(f"- … and {len(classes) - shown} more classes (search finds them)")
+            break
+        lines.append(block)
+        size += len(block)
+    if not labelled:
+        held = ", ".join(prefixes.compact(p) for p in names)
+        lines.append(
+            "This graph has no label property (no rdfs:label): names shown in parentheses next to identifiers "
+            "are humanised identifiers, not data"
+            + (f"; names are held by {held}." if held else "; match things by their identifiers.")
+        )
+    return "\n".join(lines)
+
+
+def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
+    """A class's shape (in the schema's prefixes) with one or two real sample values per property."""
+    prefixes = schema.prefix_map
+    lines = schema.shape(class_iri, counts=False).splitlines()
+    out = []
+    for line in lines:
+        body = line.strip().rstrip(" ;")
+        head = body.split(" ", 1)[0]
+        iri = prefixes.expand(head) if head and head not in ("a", "}") and not head.endswith("{") else None
+        values = samples.get(iri or "", []) if iri else []
+        if values:
+            shown = ", ".join(clip(show_term(v, prefixes), 40) for v in values)
+            line = f"{line}  # e.g. {shown}"
+        out.append(line)
+    return "\n".join(out)

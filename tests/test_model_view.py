@@ -1,0 +1,217 @@
+"""What the model sees (issue 14): the schema digest and the prefixes that matter, entity pages both ways,
+feedback that fires only when it helps, finishing with an earlier query, and retrieve's complete context.
+The real LLM client talks over HTTP to a scripted OpenAI-compatible server; the graphs are real Oxigraph stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripted_llm import Call, Reply, ScriptedLLM
+from sparqlnav.answer import Answer
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.llm.client import LLMConfig
+from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
+from sparqlnav.settings import Settings
+from sparqlnav.strategies.explore import create as create_explore
+from sparqlnav.strategies.retrieve import create as create_retrieve
+from sparqlnav.tools.digest import Digests
+from sparqlnav.tools.lookup import EntityPage
+from sparqlnav.tools.toolkit import Toolkit
+from sparqlnav.trace import Trace
+
+PV = "http://ld.company.org/prod-vocab/"
+PRODI = "http://ld.company.org/prod-instances/"
+DEPARTMENTS = "SELECT ?d ?name WHERE { ?d a pv:Department ; pv:name ?name }"
+
+
+def config(server: ScriptedLLM) -> LLMConfig:
+    return LLMConfig(
+        model="scripted-model", base_url=server.base_url, api_key="k", timeout_s=10, max_retries=0, retry_backoff_s=0
+    )
+
+
+def act(tool: str, **arguments: Any) -> Reply:
+    return Reply(text="", tool_calls=[Call(tool, arguments)])
+
+
+@pytest.fixture(scope="module")
+def digests() -> Digests:
+    """One holder for the module: each KG is profiled once."""
+    return Digests()
+
+
+def explore(
+    server: ScriptedLLM, kg: KnowledgeGraph, question: str, script: list[Any], digests: Digests, settings: Settings
+) -> Answer:
+    server.script(script)
+    with create_explore(config(server), digests=digests, settings=settings) as strategy:
+        answer = strategy.run(question, kg, Trace())
+    assert server.problems == [] and server.remaining == 0
+    return answer
+
+
+def feedback_ids(answer: Answer) -> list[str]:
+    return [str(e.data["id"]) for e in answer.trace.of_kind("feedback")]
+
+
+# ---------------------------------------------------------------- the system prompt
+
+
+def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    answer = explore(
+        scripted_llm,
+        ck25,
+        "Which departments are there?",
+        [act("execute_sparql", query=DEPARTMENTS), act("stop"), Reply(text="Six departments.")],
+        digests,
+        settings,
+    )
+    assert answer.status == "answered" and len(answer.results or []) == 6
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    for cls in ("pv:Employee (47)", "pv:Department (6)", "pv:Hardware (1000)", "pv:ProductCategory (26)"):
+        assert cls in system
+    assert "pv:memberOf → pv:Department" in system and "← pv:memberOf from pv:Employee" in system
+    assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
+    for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
+        assert unused not in system
+    assert len(system) < 6000  # the ~90 declared prefixes alone were about 5 kB
+
+
+# ---------------------------------------------------------------- finishing with an earlier query
+
+
+
+def test_stop_with_a_step_ends_with_that_steps_query(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    wanted = DEPARTMENTS
+    later = "SELECT (COUNT(?e) AS ?n) WHERE { ?e a pv:Employee }"
+    answer = explore(
+        scripted_llm,
+        ck25,
+        "Which departments are there?",
+        [
+            act("execute_sparql", query=wanted),
+            act("search", query="Employee"),
+            act("execute_sparql", query=later),
+            act("stop", step=2),  # a search: refused, the run goes on
+            act("stop", step=1),
+            Reply(text="Six departments."),
+        ],
+        digests,
+        settings,
+    )
+    assert answer.status == "answered" and answer.sparql is not None
+    assert answer.sparql.endswith(wanted) and len(answer.results or []) == 6
+    assert feedback_ids(answer) == ["stop_without_results"] and answer.trace.of_kind("rollback") == []
+    # The model saw the step number under the rows it could choose.
+    tool_texts = [m["content"] for m in scripted_llm.requests[3]["messages"] if m["role"] == "tool"]
+    assert tool_texts[0].endswith("[step 1]") and tool_texts[2].endswith("[step 3]")
+    refused = [m["content"] for m in scripted_llm.requests[4]["messages"] if m["role"] == "tool"][-1]
+    assert "you named step 2, which ran no query" in refused
+
+
+# ---------------------------------------------------------------- entity pages both ways, truncation stated
+
+
+def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: KnowledgeGraph) -> None:
+    kit = Toolkit(ck25, Trace())
+    sensor = kit.get_entity("prodi:prod-cat-Sensor")
+    assert sensor.ok and isinstance(sensor.value, EntityPage)
+    incoming = {i.property: i.count for i in sensor.value.incoming}
+    direct = ck25.endpoint.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?p <{PV}hasCategory> <{PRODI}prod-cat-Sensor> }}")
+    assert direct.table is not None
+    assert incoming[PV + "hasCategory"] == int(direct.table.rows[0]["n"].value) == 89
+    assert "← pv:hasCategory (has category) ×89, e.g. prodi:hw-" in sensor.text
+    # The subject with most values of one property: the cut names the property and both numbers.
+    rows = ck25.endpoint.query(
+        f"SELECT ?s ?p (COUNT(?x) AS ?n) WHERE {{ ?s ?p ?x FILTER(STRSTARTS(STR(?p), '{PV}')) }} "
+        "GROUP BY ?s ?p ORDER BY DESC(?n) LIMIT 1"
+    ).table
+    assert rows is not None
+    subject, prop, n = (rows.rows[0][v].value for v in ("s", "p", "n"))
+    assert int(n) > 20
+    page = kit.get_entity(f"<{subject}>")
+    assert f"(showing 20 of {n} values of {ck25.prefixes.compact(prop)})" in page.text
+    # pv:Price has 1009 instances: the incoming rdf:type edges are counted over the first 1000, and it says so.
+    price = kit.get_entity("pv:Price")
+    assert "← rdf:type (type) ×997" in price.text and "← rdfs:domain (domain) ×2" in price.text
+    assert "(counted over the first 1000 incoming edges; there are more)" in price.text
+    # Search says how many it found when it shows fewer.
+    assert "Entities matching 'sensor' (8 of " in kit.search("sensor").text
+
+
+# ---------------------------------------------------------------- retrieve's context is complete
+
+
+def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_values(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
+) -> None:
+    schema = kg_schema(ck25)
+    with LocalIndex(None, None) as index:  # no examples: the shapes alone must be enough to write a query
+        index.build(shape_docs(schema, labels=ck25.names.labels_of(schema.class_names)))
+        query = "SELECT ?e ?email WHERE { ?e pv:memberOf ?d . ?d pv:name \"Marketing\" . ?e pv:email ?email }"
+        scripted_llm.script([
+            Reply(json.dumps({"sub_questions": ["employees of a department"], "classes": ["Employee", "Department"]})),
+            Reply(f"```sparql\nPREFIX pv: <{PV}>\n{query}\n```"),
+            Reply("They are …"),
+        ])
+        answer = create_retrieve(config(scripted_llm), index=index, schema=schema).run(
+            "What are the emails of the people in Marketing?", ck25, Trace()
+        )
+    assert answer.status == "answered" and answer.results is not None and len(answer.results) > 0
+    prompt = str(scripted_llm.requests[1]["messages"][0]["content"])
+    assert f"PREFIX pv: <{PV}>" in prompt
+    declared = set(re.findall(r"^PREFIX (\w+):", prompt, re.M))
+    shapes = prompt.split("## Schema of relevant classes", 1)[1]
+    used = set(re.findall(r"(?<![\w<#/:.-])([A-Za-z][\w-]*):(?=[A-Za-z_])", re.sub(r"<[^>]*>", "", shapes)))
+    assert used and used <= declared, used - declared
+    # Real sample values next to the properties (a department's name, an employee's email).
+    assert re.search(r"pv:name xsd:string ;?  # e\.g\. \w", shapes)
+    assert re.search(r"pv:email xsd:string ;?  # e\.g\. [\w.]+@company\.org", shapes)
+    # pv:Manager only appears as a range of Employee's pv:hasManager: it gets a shape of its own.
+    assert "- pv:Manager (a range of the classes above)" in shapes and "owl:Class {" not in shapes
+
+
+# ---------------------------------------------------------------- examples where a graph has none
+
+
+def test_synthesize_examples_indexes_only_the_pairs_that_run_and_return_rows(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, data_dir: Path, tmp_path: Path
+) -> None:
+    good = f"PREFIX pv: <{PV}>\nSELECT ?d ?name WHERE {{ ?d a pv:Department ; pv:name ?name }}"
+    pairs = [
+        {"question": "Which departments are there?", "query": good},
+        {"question": "What is the salary of each employee?", "query": "SELECT ?e ?s WHERE { ?e pv:salary ?s }"},
+        {"question": "Who is in the Moon department?", "query": 'SELECT ?e WHERE { ?e pv:memberOf ?d . ?d pv:name "Moon" }'},
+    ]
+    scripted_llm.script([Reply(json.dumps({"pairs": pairs}))])
+    env = {**os.environ, "SPARQLNAV_HOME": str(tmp_path), "OPENAI_BASE_URL": scripted_llm.base_url,
+           "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model", "NO_COLOR": "1"}
+    kg = str(data_dir / "ck25" / "prod-inst.ttl")
+    done = subprocess.run(
+        [sys.executable, "-m", "sparqlnav", "index", "--kg", kg, "--embedder", "none", "--no-endpoint-examples",
+         "--synthesize-examples", "3", "--json"],
+        capture_output=True, text=True, env=env, timeout=240, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["examples"] == 1 and len(summary["synthesized"]) == 1
+    assert "dropped synthetic example 'What is the salary of each employee?': invalid" in done.stderr
+    assert "dropped synthetic example 'Who is in the Moon department?': no rows" in done.stderr
+    ctx = open_kg_index(ck25, tmp_path, embedder=None)
+    assert ctx is not None
+    (doc,) = ctx.index.documents(["example"])
+    ctx.close()
+    assert doc.title == "Which departments are there?" and doc.content.endswith(good.split("\n", 1)[1])
+    assert doc.meta["keywords"] == ["synthetic"] and str(doc.meta["example_id"]).startswith("synthetic-")
