@@ -18,6 +18,7 @@ from sparqlnav.llm.client import LLMConfig, load_prices
 
 __all__ = [
     "VARIABLES",
+    "CascadeSettings",
     "ConfigError",
     "EmbeddingSettings",
     "PathSettings",
@@ -63,6 +64,8 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "request_timeout_s"): ("SPARQLNAV_REQUEST_TIMEOUT",),
     ("serve", "max_concurrent"): ("SPARQLNAV_MAX_CONCURRENT",),
     ("serve", "log_level"): ("SPARQLNAV_LOG_LEVEL",),
+    ("cascade", "lexical_confidence"): ("SPARQLNAV_AUTO_LEXICAL_CONFIDENCE",),
+    ("cascade", "singular_rows"): ("SPARQLNAV_AUTO_SINGULAR_ROWS",),
     ("debug", "on"): ("SPARQLNAV_DEBUG",),
 }
 
@@ -160,6 +163,16 @@ class ServeSettings(_Part):
         return value.upper() if isinstance(value, str) else value
 
 
+class CascadeSettings(_Part):
+    """When the `auto` cascade trusts a cheaper strategy's answer (defaults measured on CK25 by
+    bench/cascade_cost.py, see bench/results/cascade.md)."""
+
+    # lexical answers are kept, with no LLM call, from this confidence up
+    lexical_confidence: float = Field(default=0.5, ge=0, le=1, allow_inf_nan=False)
+    # more rows than this for a question asking for one thing ("who is the manager of …") is not trusted
+    singular_rows: int = Field(default=20, ge=1)
+
+
 class _Variables(PydanticBaseSettingsSource):
     """The settings named by VARIABLES, nested as the Settings tree, from a given mapping of variables."""
 
@@ -233,6 +246,7 @@ class Settings(BaseSettings):
     llm: LLMConfig | None = None  # None: no LLM configured (a normal state; `lexical` needs none)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    cascade: CascadeSettings = Field(default_factory=CascadeSettings)
     debug: bool = False  # show tracebacks instead of one-line errors
 
     @classmethod

@@ -19,6 +19,7 @@ REGISTRY: dict[str, tuple[str, bool]] = {
     "retrieve": ("sparqlnav.strategies.retrieve", True),
     "build": ("sparqlnav.strategies.build", True),
     "hybrid": ("sparqlnav.strategies.hybrid", True),
+    "auto": ("sparqlnav.strategies.auto", False),  # the cascade; with no LLM, lexical alone
 }
 
 
@@ -35,13 +36,11 @@ def available() -> list[str]:
         except ImportError:
             continue
         names.append(name)
-    return [*names, "auto"]
+    return names
 
 
 def make_strategy(name: str, llm: LLMConfig | None, **options: object) -> Strategy:
-    """Build a strategy by name; `auto` picks `explore` with an LLM and `lexical` without."""
-    if name == "auto":
-        name = "explore" if llm is not None and "explore" in available() else "lexical"
+    """Build a strategy by name (`auto`: the cascade of strategies/auto.py; lexical alone without an LLM)."""
     if name not in REGISTRY:
         raise StrategyUnavailable(f"unknown strategy {name!r} (choose from {', '.join(available())})")
     module_name, needs_llm = REGISTRY[name]
