@@ -190,7 +190,9 @@ def write(out: Path, questions: Sequence[Question], golds: dict[str, Gold], kg: 
           explore_rows: list[Row], run_auto: Callable[[], list[Row]]) -> None:
     lines = ["# Cascade cost on CK25", "",
              f"{len(questions)} CK25 questions; scripted model replaying the reference SPARQL (bench/cascade_cost.py);",
-             "input tokens estimated as characters / 4 of each request. F1 is the eval's headline F1.", ""]
+             "input tokens estimated as characters / 4 of each request. F1 is the eval's headline F1.",
+             "Explore runs the reference query at once and stops, so its cost here is a lower bound; a real",
+             "exploration takes many more steps (and auto pays it only for the questions it escalates).", ""]
     # -- the lexical threshold: lowest at which kept lexical answers are right ≥ TARGET_PRECISION of the time
     lines += ["## Lexical threshold (SPARQLNAV_AUTO_LEXICAL_CONFIDENCE)", "",
               "auto simulated from lexical alone and the cascade's LLM part (a run keeping lexical only at confidence 1.0);",
