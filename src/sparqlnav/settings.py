@@ -19,6 +19,7 @@ from sparqlnav.llm.client import LLMConfig, load_prices
 
 __all__ = [
     "VARIABLES",
+    "CascadeSettings",
     "ConfigError",
     "ConversationSettings",
     "EmbeddingSettings",
@@ -73,6 +74,8 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
     ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
     ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
+    ("cascade", "lexical_confidence"): ("SPARQLNAV_AUTO_LEXICAL_CONFIDENCE",),
+    ("cascade", "singular_rows"): ("SPARQLNAV_AUTO_SINGULAR_ROWS",),
     ("debug", "on"): ("SPARQLNAV_DEBUG",),
 }
 
@@ -210,6 +213,18 @@ class ConversationSettings(_Part):
         return value.lower() if isinstance(value, str) else value
 
 
+class CascadeSettings(_Part):
+    """When the `auto` cascade trusts a cheaper strategy's answer (defaults measured on CK25 by
+    bench/cascade_cost.py, see bench/results/cascade.md)."""
+
+    # lexical answers are kept, with no LLM call, from this confidence up: the lowest at which CK25's kept
+    # lexical answers were right (F1 ≥ 0.5) at least 80 % of the time in every run (0.7 was, in one of two)
+    lexical_confidence: float = Field(default=0.8, ge=0, le=1, allow_inf_nan=False)
+    # more rows than this for a question asking for one thing ("who is the manager of …") is not trusted:
+    # the most rows of any CK25 reference answer to such a question
+    singular_rows: int = Field(default=7, ge=1)
+
+
 class _Variables(PydanticBaseSettingsSource):
     """The settings named by VARIABLES, nested as the Settings tree, from a given mapping of variables."""
 
@@ -285,6 +300,7 @@ class Settings(BaseSettings):
     lexical: LexicalSettings = Field(default_factory=LexicalSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
+    cascade: CascadeSettings = Field(default_factory=CascadeSettings)
     debug: bool = False  # show tracebacks instead of one-line errors
 
     @classmethod

@@ -20,6 +20,7 @@ REGISTRY: dict[str, tuple[str, bool]] = {
     "retrieve": ("sparqlnav.strategies.retrieve", True),
     "build": ("sparqlnav.strategies.build", True),
     "hybrid": ("sparqlnav.strategies.hybrid", True),
+    "auto": ("sparqlnav.strategies.auto", False),  # the cascade; with no LLM, lexical alone
 }
 
 
@@ -36,23 +37,26 @@ def available() -> list[str]:
         except ImportError:
             continue
         names.append(name)
-    return [*names, "auto"]
+    return names
 
 
 def settings_options(name: str, settings: Settings) -> dict[str, object]:
-    """The options a strategy takes from the settings (the lexical confidence threshold)."""
+    """The options a strategy takes from the settings: the lexical threshold, and the settings themselves for
+    the strategies that read more of them (retrieve, explore, hybrid, the cascade)."""
     if name == "lexical":
         return {"threshold": settings.lexical.threshold}
+    if name == "auto":
+        return {"settings": settings, "threshold": settings.lexical.threshold}
+    if name in ("retrieve", "explore", "hybrid"):
+        return {"settings": settings}
     return {}
 
 
 def make_strategy(
     name: str, llm: LLMConfig | None, *, settings: Settings | None = None, **options: object
 ) -> Strategy:
-    """Build a strategy by name; `auto` picks `explore` with an LLM and `lexical` without. With `settings`, the
-    strategy also gets the options they set (explicit `options` win)."""
-    if name == "auto":
-        name = "explore" if llm is not None and "explore" in available() else "lexical"
+    """Build a strategy by name (`auto`: the cascade of strategies/auto.py; lexical alone without an LLM). With
+    `settings`, the strategy also gets the options they set (explicit `options` win)."""
     if name not in REGISTRY:
         raise StrategyUnavailable(f"unknown strategy {name!r} (choose from {', '.join(available())})")
     module_name, needs_llm = REGISTRY[name]

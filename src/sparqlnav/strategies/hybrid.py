@@ -156,7 +156,7 @@ class Hybrid:
             if self._kg_strategy is None:
                 from sparqlnav.strategies import make_strategy
 
-                self._kg_strategy = make_strategy(self.options.kg_strategy, self.llm)
+                self._kg_strategy = make_strategy(self.options.kg_strategy, self.llm, settings=self._settings())
             return self._kg_strategy
 
     def index(self, kg: KnowledgeGraph, trace: Trace) -> RetrievalIndex:

@@ -58,6 +58,8 @@ from sparqlnav.trace import Trace
 _BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _ENDPOINT_LINE = re.compile(r"(?im)^\s*#\s*endpoint\s*:\s*<?([^\s>]+)>?\s*$")
 _BARE_QUERY = re.compile(r"(?is)((?:PREFIX\s+\S*\s*<[^>]*>\s*)*(?:SELECT|ASK|CONSTRUCT|DESCRIBE)\b.*)")
+# The explain step's way of saying the result may not answer the question (retrieve_explain.md asks for it).
+_UNSURE_LINE = re.compile(r"(?im)^[ \t*_]*UNSURE[ \t*_]*:[ \t]*(.*?)[ \t*_]*$")
 # Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
 ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
                      "refused", "engine_error", "unbound_projection")
@@ -230,6 +232,8 @@ class _Run:
     messages: list[Message] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     opened: list[Endpoint] = field(default_factory=list)
+    chosen: Attempt | None = None  # the attempt whose query is the answer's
+    doubt: str | None = None  # why the explain step doubts the result, when it does
 
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
@@ -264,6 +268,7 @@ class _Run:
             attempt.result = self.execute(ctx, attempt)
             if self.options.engine_fix and not _answered(attempt.result):
                 attempt = self.engine_fix(ctx, attempt)
+            self.chosen = attempt
         except (LLMError, IndexUnavailable, EmbedderUnavailable) as exc:
             self.trace.emit("error", message=str(exc))
             last = self.attempts[-1] if self.attempts else None
@@ -513,7 +518,10 @@ class _Run:
         shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
         user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
         reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
-        return reply.text.strip()
+        text, self.doubt = split_doubt(reply.text)
+        if self.doubt is not None:
+            self.trace.emit("feedback", source="explain", ok=False, text=f"The model is unsure: {self.doubt}")
+        return text
 
     def finish(self, sparql: str | None, table: ResultTable | None, status: Status, text: str,
                *, error: str | None = None) -> Answer:
@@ -521,6 +529,13 @@ class _Run:
         # One per fix asked for, however many requests (retries) it took.
         fixes = len({p for e in self.trace.of_kind("llm_call") if (p := str(e.data.get("purpose", ""))).startswith("fix")})
         last = self.attempts[-1] if self.attempts else None
+        extra: dict[str, Any] = {"fixes": fixes, "endpoint": last.endpoint if last else None}
+        chosen = self.chosen or last
+        if chosen is not None and chosen.report is not None and not chosen.report.ok:
+            # Left after the fix loop: a cascade reads them as a reason not to trust the answer.
+            extra["validator_issues"] = [i.message for i in chosen.report.issues if i.severity == "error"]
+        if self.doubt is not None:
+            extra["unsure"] = self.doubt
         return Answer(
             question=self.question,
             strategy="retrieve",
@@ -530,8 +545,17 @@ class _Run:
             trace=self.trace,
             status=status,
             error=error,
-            extra={"fixes": fixes, "endpoint": last.endpoint if last else None},
+            extra=extra,
         )
+
+
+def split_doubt(reply: str) -> tuple[str, str | None]:
+    """The explanation without its `UNSURE: …` line, and that line's reason (None when the model is sure)."""
+    found = _UNSURE_LINE.search(reply or "")
+    if found is None:
+        return (reply or "").strip(), None
+    text = (reply[: found.start()] + reply[found.end() :]).strip()
+    return text, found.group(1).strip() or "no reason given"
 
 
 def _answered(result: QueryResult | None) -> bool:
@@ -552,4 +576,4 @@ def create(llm: LLMConfig | None, **options: Any) -> Retrieve:
     return Retrieve(llm, knobs, **{k: v for k, v in options.items() if k in extra})
 
 
-__all__ = ["AllowedExamples", "Decomposition", "Retrieve", "RetrieveOptions", "create", "extract_query"]
+__all__ = ["AllowedExamples", "Decomposition", "Retrieve", "RetrieveOptions", "create", "extract_query", "split_doubt"]

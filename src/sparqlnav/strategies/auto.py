@@ -1,0 +1,297 @@
+"""The `auto` strategy: a cascade that pays for a stronger strategy only when the cheaper answer is not
+trustworthy. Lexical first (no LLM) when it is confident; else retrieve (SPARQL-LLM, a few calls) when the KG
+has or can build a retrieval index; explore (SPINACH) when the evidence says the answer before it is not to be
+trusted: an empty or failed query, validator issues left after the fixes, a result that does not fit what the
+question asks for (a count, yes/no, a date, one thing), or the model saying it is unsure. Each move is an
+`escalate` event in the run's one trace, and hands what was learned to the next stage (`context.Handover`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparqlnav.answer import Answer, Strategy
+from sparqlnav.context import EMPTY, Handover, RunContext
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.llm.client import LLMConfig
+from sparqlnav.question.intent import DATE_TYPES, Intent, analyse
+from sparqlnav.question.linking import tokenize
+from sparqlnav.retrieval.indexes import index_errors
+from sparqlnav.settings import CascadeSettings, Settings
+from sparqlnav.strategies import explore as explore_module
+from sparqlnav.strategies import lexical as lexical_module
+from sparqlnav.strategies import retrieve as retrieve_module
+from sparqlnav.trace import Trace
+
+ARROW = "→"
+HANDOVER_ENTITIES = 12  # labelled IRIs a handover names: enough to start from, few enough to read
+_IRI = re.compile(r"<([^<>\s]+)>")
+_PNAME = re.compile(r"(?<![\w<?$])([A-Za-z][\w-]*):([A-Za-z_][\w-]*)")
+_PREFIX_DECL = re.compile(r"(?im)^\s*PREFIX\s+([\w-]*):\s*<([^>]*)>")
+_NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "short", "nonNegativeInteger",
+            "positiveInteger", "unsignedInt", "unsignedLong")
+_DATE_TEXT = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?([T ].*)?$")
+
+
+_ONE = re.compile(r"(?i)^\W*(?:in\s+|from\s+|for\s+)?(?:who|whom|what|which|where)\b(?:\s+\w+){0,2}?\s+(?:is|was)\b")
+_MANY = re.compile(r"(?i)\b(?:all|every|each|per|list|top|everyone|directory)\b")
+
+
+def asks_for_one(question: str) -> bool:
+    """Whether the question asks for one thing ("Who is the manager of …", "In which department is …")."""
+    return bool(_ONE.search(question)) and not _MANY.search(question)
+
+
+def projection_mismatch(intent: Intent, table: ResultTable, singular_rows: int, *, one: bool = False) -> str | None:
+    """Why a result does not fit the answer type the question asks for (None when it fits); `one`: the question
+    asks for one thing, so more than `singular_rows` rows do not fit."""
+    wanted = intent.answer
+    if wanted == "boolean":
+        return None  # "Are there …?" is often answered by the rows themselves
+    if table.boolean is not None:
+        return f"a yes/no result for a question asking for a {_named(wanted)}"
+    if wanted == "count":
+        first = table.rows[0] if table.rows else {}
+        if not any(_is_number(t) for t in first.values()):
+            return f"a 'how many' question, but the result has no number ({len(table.rows)} rows of names)"
+        return None
+    if wanted == "date":
+        shown = [t for row in table.rows[:20] for t in row.values()]
+        if not any(_is_date(t) for t in shown):
+            return "a 'when' question, but the result has no date"
+        return None
+    if one and len(table.rows) > singular_rows:
+        return f"the question asks for one {_named(wanted)}, the result has {len(table.rows)} rows"
+    return None
+
+
+def _named(answer_type: str) -> str:
+    return {"person": "person", "place": "place", "count": "count", "date": "date", "number": "number"}.get(
+        answer_type, "thing")
+
+
+def _is_number(term: Term) -> bool:
+    if term.kind != "literal":
+        return False
+    if term.datatype and any(term.datatype.endswith("#" + t) for t in _NUMERIC):
+        return True
+    try:
+        float(term.value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_date(term: Term) -> bool:
+    if term.kind != "literal":
+        return False
+    return (term.datatype or "") in DATE_TYPES or bool(_DATE_TEXT.match(term.value.strip()))
+
+
+def _outcome(answer: Answer) -> str:
+    """What a stage's query gave, in a few words, for a handover."""
+    if answer.status == "error":
+        return answer.error or answer.text
+    table = answer.results
+    if table is None or table.is_empty:
+        return "no rows"
+    if table.boolean is not None:
+        return "yes" if table.boolean else "no"
+    return f"{len(table.rows)} row(s); its explanation: {answer.text}"
+
+
+def _guess_sparql(answer: Answer) -> str | None:
+    """The query a stage ended with: its answer's, or the best guess it kept aside when not sure."""
+    if answer.sparql:
+        return answer.sparql
+    guess = answer.extra.get("best_guess")
+    if isinstance(guess, dict):
+        guess = guess.get("sparql")
+    return guess if isinstance(guess, str) and guess.strip() else None
+
+
+def named_entities(kg: KnowledgeGraph, queries: Iterable[str | None]) -> tuple[tuple[str, str], ...]:
+    """The IRIs the queries name that have labels, as (IRI as the KG's prefixes show it, label)."""
+    iris: list[str] = []
+    for query in queries:
+        if not query:
+            continue
+        declared = {p: ns for p, ns in _PREFIX_DECL.findall(query)}
+        prefixes = kg.prefixes.merged(declared)
+        body = _PREFIX_DECL.sub("", query)
+        found = [m.group(1) for m in _IRI.finditer(body)]
+        found += [iri for m in _PNAME.finditer(_IRI.sub(" ", body)) if (iri := prefixes.expand(m.group(0)))]
+        iris += [i for i in found if i not in iris]
+    if not iris:
+        return ()
+    labels = kg.names.labels_of(iris)
+    return tuple((kg.prefixes.compact(i), labels[i]) for i in iris if i in labels)[:HANDOVER_ENTITIES]
+
+
+@dataclass
+class Stage:
+    """One strategy the cascade ran, what it answered, and why that was not trusted (None: trusted)."""
+
+    name: str
+    answer: Answer
+    distrust: str | None
+
+
+@dataclass
+class Auto:
+    """The cascade: lexical → retrieve → explore, each stage only when the one before is not trusted."""
+
+    lexical: Strategy
+    explore: Strategy
+    retrieve: retrieve_module.Retrieve | None = None
+    options: CascadeSettings = field(default_factory=CascadeSettings)
+    name: str = "auto"
+
+    def run(
+        self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
+    ) -> Answer:
+        """Answer with the cheapest stage whose answer the evidence does not contradict."""
+        context = context or EMPTY
+        intent = analyse(tokenize(question))
+        stages: list[Stage] = []
+        if context.history:
+            # Lexical reads the question's own words only; a follow-up ("her email") needs the earlier turns.
+            trace.emit("info", message="a follow-up question: the lexical stage is skipped (it cannot read "
+                                       "earlier turns)")
+        else:
+            answer = self.lexical.run(question, kg, trace, context)
+            stages.append(Stage("lexical", answer, self._lexical_distrust(answer)))
+            if stages[-1].distrust is None:
+                return self._final(stages)
+        if self.retrieve is not None and self._has_index(kg, trace):
+            answer = self._escalate(stages, "retrieve", self.retrieve, question, kg, trace, context)
+            stages.append(Stage("retrieve", answer, self._distrust(answer, question, intent)))
+            if stages[-1].distrust is None:
+                return self._final(stages)
+        answer = self._escalate(stages, "explore", self.explore, question, kg, trace, context)
+        stages.append(Stage("explore", answer, None))  # the last stage's answer is the answer
+        return self._final(stages)
+
+    def close(self) -> None:
+        """Close the stages that hold resources (explore's LLM clients)."""
+        for stage in (self.lexical, self.explore, self.retrieve):
+            close = getattr(stage, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> Auto:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- judging a stage
+
+    def _lexical_distrust(self, answer: Answer) -> str | None:
+        threshold = self.options.lexical_confidence
+        if answer.status == "answered" and (answer.confidence or 0.0) >= threshold:
+            return None
+        if answer.status == "error":
+            return f"the lexical strategy failed: {answer.error or answer.text}"
+        if answer.confidence is None or _guess_sparql(answer) is None:
+            return "the lexical strategy found no answer"
+        return f"the lexical strategy's confidence {answer.confidence:.2f} is below {threshold:.2f}"
+
+    def _distrust(self, answer: Answer, question: str, intent: Intent) -> str | None:
+        """Why an LLM stage's answer is not to be trusted, from the evidence it left (None: trusted)."""
+        if answer.status == "error":
+            return f"its query failed: {answer.error or answer.text}"
+        table = answer.results
+        if answer.status != "answered" or table is None or table.is_empty:
+            return "its query found nothing"
+        issues = answer.extra.get("validator_issues")
+        if issues:
+            return "the validator still found issues after the fixes: " + "; ".join(map(str, issues))
+        mismatch = projection_mismatch(intent, table, self.options.singular_rows, one=asks_for_one(question))
+        if mismatch is not None:
+            return f"its result does not fit the question: {mismatch}"
+        doubt = answer.extra.get("unsure")
+        if doubt:
+            return f"the model was unsure: {doubt}"
+        return None
+
+    def _has_index(self, kg: KnowledgeGraph, trace: Trace) -> bool:
+        assert self.retrieve is not None
+        try:
+            self.retrieve.context(kg, trace)
+        except index_errors() as exc:
+            trace.emit("info", message=f"retrieve skipped: no retrieval index for {kg.name} ({exc})")
+            return False
+        return True
+
+    # -- moving on
+
+    def _escalate(
+        self,
+        stages: list[Stage],
+        to: str,
+        strategy: Strategy,
+        question: str,
+        kg: KnowledgeGraph,
+        trace: Trace,
+        context: RunContext,
+    ) -> Answer:
+        if stages:
+            last = stages[-1]
+            sparql = _guess_sparql(last.answer)
+            earlier = [_guess_sparql(s.answer) for s in stages]
+            handover = Handover(last.name, last.distrust or "", sparql, _outcome(last.answer),
+                                named_entities(kg, earlier))
+            trace.emit("escalate", reason=last.distrust, sparql=sparql, **{"from": last.name, "to": to})
+            context = context.handed_over(handover)
+        return strategy.run(question, kg, trace, context)
+
+    def _final(self, stages: list[Stage]) -> Answer:
+        last = stages[-1]
+        extra: dict[str, Any] = {
+            **last.answer.extra,
+            "path": [s.name for s in stages],
+            "escalations": [{"from": a.name, "to": b.name, "reason": a.distrust} for a, b in itertools.pairwise(stages)],
+        }
+        return dataclasses.replace(last.answer, strategy=f"auto{ARROW}{last.name}", extra=extra)
+
+
+def create(
+    llm: LLMConfig | None,
+    *,
+    settings: Settings | None = None,
+    lexical: Strategy | None = None,
+    retrieve: retrieve_module.Retrieve | None = None,
+    explore: Strategy | None = None,
+    **options: Any,
+) -> Strategy:
+    """Build the cascade; with no LLM it is the lexical strategy itself. Stages may be given built; otherwise
+    `options` go to lexical (its knobs) and retrieve (`example_splits`), thresholds come from `settings`."""
+    lexical_keys = {"budget_s", "threshold", "query_timeout_s", "max_execute"}
+    unknown = set(options) - lexical_keys - {"example_splits"}
+    if unknown:
+        raise TypeError(f"unknown auto options: {', '.join(sorted(unknown))}")
+    lexical_options = {k: v for k, v in options.items() if k in lexical_keys}
+    first = lexical or lexical_module.create(**lexical_options)
+    if llm is None:
+        return first
+    # The registry builds strategies without settings: read them once, as the entry points do.
+    settings = settings if settings is not None else Settings.from_env()
+    if retrieve is None:
+        splits = {"example_splits": options["example_splits"]} if "example_splits" in options else {}
+        retrieve = retrieve_module.create(llm, settings=settings, **splits)
+    return Auto(
+        lexical=first,
+        explore=explore or explore_module.create(llm, settings=settings),
+        retrieve=retrieve,
+        options=settings.cascade,
+    )
+
+
+__all__ = ["Auto", "Stage", "asks_for_one", "create", "named_entities", "projection_mismatch"]
