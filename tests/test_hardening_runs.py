@@ -203,7 +203,7 @@ def test_mcp_calls_share_the_api_slots_and_time_limit(
 
     async def ask(url: str) -> tuple[bool, str]:
         async with Client(url + "/mcp") as client:
-            got = await asyncio.wait_for(client.call_tool("ask", {"question": "Who manages Alice?"}), GUARD_S)
+            got = await asyncio.wait_for(client.call_tool("ask", {"question": "Who manages Alice?", "strategy": "explore"}), GUARD_S)
             return got.is_error, text_of(got)
 
     with background(app) as url:

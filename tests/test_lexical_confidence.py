@@ -36,7 +36,7 @@ def test_salary_on_ck25_is_not_answered_with_something_nearby(ck25: KnowledgeGra
     answer = STRATEGY.run("What is the salary of Heinrich Hoch?", ck25, Trace())
     assert_declined(answer.status, answer)
     # CK25 has no salaries: the word matches nothing any candidate query could use
-    assert answer.extra["evidence"]["unmatched"] == ["salary"]
+    assert answer.extra["explained"]["unmatched"] == ["salary"]
     assert answer.trace.of_kind("answer")[-1].data["status"] == "not_found"
 
 
@@ -44,7 +44,7 @@ def test_salary_on_ck25_is_not_answered_with_something_nearby(ck25: KnowledgeGra
 def test_most_employees_on_ck25_is_not_answered_with_every_department(ck25: KnowledgeGraph) -> None:
     answer = STRATEGY.run("Which department has the most employees?", ck25, Trace())
     assert_declined(answer.status, answer)
-    assert "employees" in answer.extra["evidence"]["unexplained"]
+    assert "employees" in answer.extra["explained"]["unexplained"]
 
 
 def test_a_person_the_demo_graph_does_not_know_is_not_found(demo: KnowledgeGraph) -> None:
@@ -60,7 +60,7 @@ def test_the_same_person_on_ck25_is_answered(ck25: KnowledgeGraph) -> None:
     assert answer.confidence >= DEFAULT_THRESHOLD
     assert answer.results is not None
     assert {t.value for t in answer.results.values()} == {"http://ld.company.org/prod-instances/dept-73191"}
-    assert answer.extra["evidence"]["unexplained"] == [] and "best_guess" not in answer.extra
+    assert answer.extra["explained"]["unexplained"] == [] and "best_guess" not in answer.extra
 
 
 def test_a_left_out_word_lowers_the_confidence(demo: KnowledgeGraph) -> None:
@@ -69,7 +69,7 @@ def test_a_left_out_word_lowers_the_confidence(demo: KnowledgeGraph) -> None:
     assert whole.status == "answered" and whole.confidence == 1.0
     assert partial.confidence is not None and partial.confidence < DEFAULT_THRESHOLD
     assert partial.status == "not_found"
-    assert "submarine" in partial.extra["evidence"]["unexplained"]
+    assert "submarine" in partial.extra["explained"]["unexplained"]
     # the guess kept aside is the answer to the part it understood
     assert partial.extra["best_guess"]["answer"] == whole.text
 

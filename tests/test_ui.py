@@ -84,17 +84,27 @@ def browser_page() -> Iterator[Any]:
 
 
 def policy(gate: threading.Event) -> Any:
-    """The scripted LLM: search, run the query, stop; the final answer waits at `gate` so the test can look
-    at the streamed steps while the run is still going."""
+    """The scripted LLM: search, run a query that finds nothing (a guideline follows), run the right one, stop;
+    the final answer waits at `gate` so the test can look at the streamed steps while the run is still going."""
 
     def step(body: dict[str, Any]) -> Reply:
         if not body.get("tools"):
             gate.wait(20)
             return Reply(text="Alice's manager is Bob Baumeister.", input_tokens=120, output_tokens=9)
         done = sum(1 for m in body["messages"] if m["role"] == "tool")
-        calls = [Call("search", {"query": "Alice Wunderlich"}), Call("execute_sparql", {"query": MANAGER_OF_ALICE}), Call("stop", {})]
-        thoughts = ["I look up Alice first.", "Alice is ex:alice; I ask for her manager.", "The query answers it."]
-        i = min(done, 2)
+        calls = [
+            Call("search", {"query": "Alice Wunderlich"}),
+            Call("execute_sparql", {"query": MANAGER_OF_ALICE.replace("ex:manager", "ex:managedBy")}),
+            Call("execute_sparql", {"query": MANAGER_OF_ALICE}),
+            Call("stop", {}),
+        ]
+        thoughts = [
+            "I look up Alice first.",
+            "I guess the property's name.",  # an empty result: the feedback module answers with a guideline
+            "Alice is ex:alice; I ask for her manager.",
+            "The query answers it.",
+        ]
+        i = min(done, 3)
         return Reply(text=thoughts[i], tool_calls=[calls[i]], input_tokens=300, output_tokens=20)
 
     return step
@@ -106,7 +116,7 @@ def test_ui_streams_steps_and_reruns_sparql(
 ) -> None:
     page = browser_page
     gate = threading.Event()
-    scripted_llm.script([policy(gate)] * 4)
+    scripted_llm.script([policy(gate)] * 5)
     llm = LLMConfig(model=scripted_llm.model, base_url=scripted_llm.base_url, api_key="test")
     app = create_app(settings, ServeConfig(), kgs={"tiny": tiny}, llm=llm)
     shots = artifacts()

@@ -27,7 +27,7 @@ PARTIAL_ASK_FACTOR = 0.7  # an ASK that leaves words out
 
 
 @dataclass(frozen=True)
-class Evidence:
+class QuestionCoverage:
     """What one run knows about its best candidate: how much of the question it explains and how well."""
 
     score: float
@@ -200,7 +200,7 @@ class Scorer:
         ]
         return best.score - others[0].score if others else 0.25
 
-    def evidence(self, best: Candidate, executed: Sequence[Candidate], enumerated: Sequence[Candidate]) -> Evidence:
+    def evidence(self, best: Candidate, executed: Sequence[Candidate], enumerated: Sequence[Candidate]) -> QuestionCoverage:
         """What the confidence is computed from, for the best candidate."""
         scores = [min(1.0, p.score) for p in best.parts]
         reachable: frozenset[int] = frozenset()
@@ -217,7 +217,7 @@ class Scorer:
             for i in self.ctx.content - explained
             if any(word_similarity(words[i].text, w) >= 0.85 for w in described)
         }
-        return Evidence(
+        return QuestionCoverage(
             score=best.score,
             prior=best.prior,
             coverage=round(self.coverage(best), 4),
@@ -247,7 +247,7 @@ class Scorer:
         return words
 
     def confidence(
-        self, best: Candidate | None, executed: Sequence[Candidate], evidence: Evidence | None = None
+        self, best: Candidate | None, executed: Sequence[Candidate], evidence: QuestionCoverage | None = None
     ) -> float:
         """The best score mapped to [0, 1], a little higher when no rival answer comes close, and discounted
         for every question word the query leaves out: a query that ignores a word of the question answers

@@ -212,7 +212,7 @@ class _Run:
                         "results": best.result.to_sparql_json(),
                         "confidence": confidence,
                     },
-                    "evidence": evidence,
+                    "explained": evidence,
                 }
             self.trace.emit("answer", text=text, status="not_found", confidence=confidence)
             return Answer(
@@ -245,7 +245,7 @@ class _Run:
                 "fit": best.fit,
                 "margin": round(self.scorer.margin(best, self.executed), 4),
                 "linking_seconds": round(self.ctx.linking.seconds, 4),
-                "evidence": evidence,
+                "explained": evidence,
             },
         )
 
