@@ -33,7 +33,6 @@ from sparqlnav.feedback.eraser import (
     render_guidelines,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
@@ -49,6 +48,7 @@ from sparqlnav.llm.client import (
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import declare_prefixes
+from sparqlnav.strategies.ending import conclude, worded
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digest, Digests
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
@@ -480,18 +480,15 @@ class _Run:
         table = best.record.result.table if best and best.record and best.record.result else None
         sparql = best.query if best else None
         if text is None and best is not None and table is not None:
-            try:
-                text = self._write_answer(sparql or "", table)
-            except BudgetExceeded:  # no LLM left to phrase it: show the result itself
-                text = self._plain_answer(table)
-            except LLMError as exc:
-                self.trace.emit("error", message=str(exc))
-                status, error, text = "error", str(exc), f"The answer could not be written: {exc}"
+            text, failed = worded(
+                lambda m, purpose: self._chat(self.helper, m, purpose),
+                self.kg, self.trace, self.context, self.question, sparql or "", table,
+            )
+            if failed is not None:
+                status, error = "error", failed
         if status == "budget_exhausted" and best is not None:
             text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
-        text = text or ""
-        self.trace.emit("answer", text=text, status=status, sparql=sparql)
-        extra = {
+        extra: dict[str, Any] = {
             "actions": len(self.state),
             "actions_total": self.total,
             "rollbacks": self.rollbacks,
@@ -499,34 +496,17 @@ class _Run:
         }
         if reason:
             extra["stopped"] = reason
-        return Answer(
+        return conclude(
+            self.trace,
             question=self.question,
             strategy="explore",
             sparql=sparql,
             results=table,
-            text=text,
-            trace=self.trace,
+            text=text or "",
             status=status,
             error=error,
             extra=extra,
         )
-
-    def _plain_answer(self, table: ResultTable) -> str:
-        """The result in words without an LLM: the boolean, or the first values with their labels."""
-        if table.boolean is not None:
-            return "yes" if table.boolean else "no"
-        labels = shown_labels(table, self.kg.names, head=10, tail=0)
-        rows = table.display_rows(self.kg.prefixes, labels)
-        shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
-        more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
-        return f"The query returned: {shown}{more}"
-
-    def _write_answer(self, sparql: str, table: ResultTable) -> str:
-        labels = shown_labels(table, self.kg.names, head=10, tail=10)
-        result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
-        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
-        messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
-        return self._chat(self.helper, messages, "answer").text.strip()
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Explore:

@@ -50,6 +50,7 @@ from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
+from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import META_NAMESPACES, Digests, annotated_shape
 from sparqlnav.tools.toolkit import Observation, TracedEndpoint
@@ -525,7 +526,6 @@ class _Run:
 
     def finish(self, sparql: str | None, table: ResultTable | None, status: Status, text: str,
                *, error: str | None = None) -> Answer:
-        self.trace.emit("answer", text=text, status=status, sparql=sparql)
         # One per fix asked for, however many requests (retries) it took.
         fixes = len({p for e in self.trace.of_kind("llm_call") if (p := str(e.data.get("purpose", ""))).startswith("fix")})
         last = self.attempts[-1] if self.attempts else None
@@ -536,13 +536,13 @@ class _Run:
             extra["validator_issues"] = [i.message for i in chosen.report.issues if i.severity == "error"]
         if self.doubt is not None:
             extra["unsure"] = self.doubt
-        return Answer(
+        return conclude(
+            self.trace,
             question=self.question,
             strategy="retrieve",
             sparql=sparql,
             results=table,
             text=text,
-            trace=self.trace,
             status=status,
             error=error,
             extra=extra,

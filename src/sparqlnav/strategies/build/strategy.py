@@ -25,7 +25,6 @@ from sparqlnav.feedback.eraser import (
     render_guidelines,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
@@ -42,6 +41,7 @@ from sparqlnav.question.linking import link_entities, tokenize
 from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
+from sparqlnav.strategies.ending import conclude, worded
 from sparqlnav.strategies.explore import thought_of
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
@@ -294,46 +294,27 @@ class _Run:
         table = best.result.table if best is not None else None
         sparql = best.query if best is not None else None
         if text is None and sparql is not None and table is not None:
-            try:
-                text = self._write_answer(sparql, table)
-            except BudgetExceeded:
-                text = self._plain_answer(table)
-            except LLMError as exc:
-                self.trace.emit("error", message=str(exc))
-                status, error, text = "error", str(exc), f"The answer could not be written: {exc}"
+            text, failed = worded(
+                lambda m, purpose: self._chat(m, purpose), self.kg, self.trace, self.context, self.question, sparql, table
+            )
+            if failed is not None:
+                status, error = "error", failed
         if status == "budget_exhausted" and best is not None:
             text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
-        text = text or ""
-        self.trace.emit("answer", text=text, status=status, sparql=sparql)
         extra: dict[str, Any] = {"steps": len(self.steps), "guidelines": dict(self.fired)}
         if reason:
             extra["stopped"] = reason
-        return Answer(
+        return conclude(
+            self.trace,
             question=self.question,
             strategy="build",
             sparql=sparql,
             results=table,
-            text=text,
-            trace=self.trace,
+            text=text or "",
             status=status,
             error=error,
             extra=extra,
         )
-
-    def _plain_answer(self, table: ResultTable) -> str:
-        """The result in words without an LLM."""
-        labels = shown_labels(table, self.kg.names, head=10, tail=0)
-        rows = table.display_rows(self.kg.prefixes, labels)
-        shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:10])
-        more = f" (and {len(rows) - 10} more)" if len(rows) > 10 else ""
-        return f"The query returned: {shown}{more}"
-
-    def _write_answer(self, sparql: str, table: ResultTable) -> str:
-        labels = shown_labels(table, self.kg.names, head=10, tail=10)
-        result = table.to_markdown(self.kg.prefixes, labels, head=10, tail=10)
-        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
-        messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
-        return self._chat(messages, "answer").text.strip()
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Build:

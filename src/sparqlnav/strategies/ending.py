@@ -1,0 +1,86 @@
+"""How a run ends, the same for every strategy: the final answer's words (written by the LLM from the question,
+the query and its rows, or plainly when no LLM time is left), the `answer` event in the trace, and the Answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sparqlnav.answer import Answer, Status
+from sparqlnav.context import RunContext
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable, shown_labels
+from sparqlnav.llm.client import BudgetExceeded, LLMError, LLMReply, Message
+from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.trace import Trace
+
+ANSWER_ROWS = 10  # rows (first and last) the answer writer sees; a plain answer names the first ones
+Chat = Callable[[list[Message], str], LLMReply]  # messages, purpose -> reply (the strategy's own accounting)
+
+
+def plain_answer(table: ResultTable, kg: KnowledgeGraph) -> str:
+    """The result in words without an LLM: the boolean, or the first values with their labels."""
+    if table.boolean is not None:
+        return "yes" if table.boolean else "no"
+    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0)
+    rows = table.display_rows(kg.prefixes, labels)
+    shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:ANSWER_ROWS])
+    more = f" (and {len(rows) - ANSWER_ROWS} more)" if len(rows) > ANSWER_ROWS else ""
+    return f"The query returned: {shown}{more}"
+
+
+def write_answer(
+    chat: Chat, kg: KnowledgeGraph, context: RunContext, question: str, sparql: str, table: ResultTable
+) -> str:
+    """The answer in words, written by the LLM from the question (after its context), the query and its rows."""
+    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=ANSWER_ROWS)
+    result = table.to_markdown(kg.prefixes, labels, head=ANSWER_ROWS, tail=ANSWER_ROWS)
+    user = f"{context.with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
+    messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
+    return chat(messages, "answer").text.strip()
+
+
+def worded(
+    chat: Chat,
+    kg: KnowledgeGraph,
+    trace: Trace,
+    context: RunContext,
+    question: str,
+    sparql: str,
+    table: ResultTable,
+) -> tuple[str, str | None]:
+    """The answer's words and, when the LLM failed while writing them, the error (said in the trace)."""
+    try:
+        return write_answer(chat, kg, context, question, sparql, table), None
+    except BudgetExceeded:  # no LLM time left to phrase it: show the result itself
+        return plain_answer(table, kg), None
+    except LLMError as exc:
+        trace.emit("error", message=str(exc))
+        return f"The answer could not be written: {exc}", str(exc)
+
+
+def conclude(
+    trace: Trace,
+    *,
+    question: str,
+    strategy: str,
+    sparql: str | None,
+    results: ResultTable | None,
+    text: str,
+    status: Status,
+    error: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Answer:
+    """Record the `answer` event and return the Answer."""
+    trace.emit("answer", text=text, status=status, sparql=sparql)
+    return Answer(
+        question=question,
+        strategy=strategy,
+        sparql=sparql,
+        results=results,
+        text=text,
+        trace=trace,
+        status=status,
+        error=error,
+        extra=dict(extra or {}),
+    )
