@@ -84,3 +84,34 @@ def conclude(
         error=error,
         extra=dict(extra or {}),
     )
+
+
+def finish(
+    chat: Chat,
+    kg: KnowledgeGraph,
+    trace: Trace,
+    context: RunContext,
+    *,
+    question: str,
+    strategy: str,
+    status: Status,
+    sparql: str | None,
+    table: ResultTable | None,
+    text: str | None = None,
+    error: str | None = None,
+    reason: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Answer:
+    """End an agent's run on its best query: the answer written from it (unless `text` is given), marked as not
+    confirmed when a budget ended the run (`reason`), recorded and returned."""
+    if text is None and sparql is not None and table is not None:
+        text, failed = worded(chat, kg, trace, context, question, sparql, table)
+        if failed is not None:
+            status, error = "error", failed
+    if status == "budget_exhausted" and sparql is not None:
+        text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
+    extra = {**(extra or {}), **({"stopped": reason} if reason else {})}
+    return conclude(
+        trace, question=question, strategy=strategy, sparql=sparql, results=table, text=text or "", status=status,
+        error=error, extra=extra,
+    )

@@ -48,7 +48,7 @@ from sparqlnav.llm.client import (
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import declare_prefixes
-from sparqlnav.strategies.ending import conclude, worded
+from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digest, Digests
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
@@ -478,34 +478,25 @@ class _Run:
         reason: str | None = None,
     ) -> Answer:
         table = best.record.result.table if best and best.record and best.record.result else None
-        sparql = best.query if best else None
-        if text is None and best is not None and table is not None:
-            text, failed = worded(
-                lambda m, purpose: self._chat(self.helper, m, purpose),
-                self.kg, self.trace, self.context, self.question, sparql or "", table,
-            )
-            if failed is not None:
-                status, error = "error", failed
-        if status == "budget_exhausted" and best is not None:
-            text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
-        extra: dict[str, Any] = {
-            "actions": len(self.state),
-            "actions_total": self.total,
-            "rollbacks": self.rollbacks,
-            "guidelines": dict(self.fired),
-        }
-        if reason:
-            extra["stopped"] = reason
-        return conclude(
+        return finish(
+            lambda m, purpose: self._chat(self.helper, m, purpose),
+            self.kg,
             self.trace,
+            self.context,
             question=self.question,
             strategy="explore",
-            sparql=sparql,
-            results=table,
-            text=text or "",
             status=status,
+            sparql=best.query if best else None,
+            table=table,
+            text=text,
             error=error,
-            extra=extra,
+            reason=reason,
+            extra={
+                "actions": len(self.state),
+                "actions_total": self.total,
+                "rollbacks": self.rollbacks,
+                "guidelines": dict(self.fired),
+            },
         )
 
 

@@ -41,7 +41,7 @@ from sparqlnav.question.linking import link_entities, tokenize
 from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
-from sparqlnav.strategies.ending import conclude, worded
+from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.explore import thought_of
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
@@ -291,29 +291,20 @@ class _Run:
     def _answer(
         self, status: Status, best: DraftRun | None, text: str | None, *, error: str | None = None, reason: str | None = None
     ) -> Answer:
-        table = best.result.table if best is not None else None
-        sparql = best.query if best is not None else None
-        if text is None and sparql is not None and table is not None:
-            text, failed = worded(
-                lambda m, purpose: self._chat(m, purpose), self.kg, self.trace, self.context, self.question, sparql, table
-            )
-            if failed is not None:
-                status, error = "error", failed
-        if status == "budget_exhausted" and best is not None:
-            text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
-        extra: dict[str, Any] = {"steps": len(self.steps), "guidelines": dict(self.fired)}
-        if reason:
-            extra["stopped"] = reason
-        return conclude(
+        return finish(
+            lambda m, purpose: self._chat(m, purpose),
+            self.kg,
             self.trace,
+            self.context,
             question=self.question,
             strategy="build",
-            sparql=sparql,
-            results=table,
-            text=text or "",
             status=status,
+            sparql=best.query if best is not None else None,
+            table=best.result.table if best is not None else None,
+            text=text,
             error=error,
-            extra=extra,
+            reason=reason,
+            extra={"steps": len(self.steps), "guidelines": dict(self.fired)},
         )
 
 
