@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from sparqlnav.feedback.builder import BuildView
-from sparqlnav.feedback.eraser import Feedback, Memory, StepContext
+from sparqlnav.feedback.checker import Feedback
+from sparqlnav.feedback.eraser import Memory, StepContext
 from sparqlnav.llm.client import ToolCall
 from sparqlnav.sparql.draft import Draft, Fact, parse_term
 from sparqlnav.sparql.prefixes import PrefixMap

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
+from sparqlnav.feedback.checker import DETECTORS, Feedback
 from sparqlnav.feedback.eraser import (
-    DETECTORS,
-    Feedback,
     FeedbackOptions,
     Guideline,
     Memory,

@@ -8,30 +8,16 @@ The builder fills a `BuildView` on each `StepContext`; other strategies leave it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparqlnav.sparql.draft import OPERATORS, Aggregation, Draft, DraftTerm, iri_of, parse_term
+from sparqlnav.feedback.view import BuildView
+from sparqlnav.sparql.draft import OPERATORS, DraftTerm, iri_of, parse_term
 
 if TYPE_CHECKING:
     from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
 
 Details = Mapping[str, object]
 AGGREGATIONS = ("add_count", "add_max", "add_min")
-
-
-@dataclass
-class BuildView:
-    """What the builder knows around one step: before it runs (draft, relations shown, what the question
-    wants) and after (rows of the draft, relations found)."""
-
-    draft: Draft
-    relations: Mapping[str, frozenset[str]] = field(default_factory=dict)  # target → relation IRIs shown
-    linked: tuple[str, ...] = ()  # entities linked in the question, as the model was shown them
-    wanted: tuple[Aggregation, ...] = ()  # aggregations the question asks for (any one will do)
-    fired: frozenset[str] = frozenset()  # guideline ids fired earlier in the run
-    rows: int | None = None  # after add_*/set_answer: rows the draft returned (None: it did not run)
-    relations_found: int | None = None  # after get_relations
 
 
 def target_key(term: DraftTerm) -> str:

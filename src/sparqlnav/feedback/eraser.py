@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from sparqlnav.feedback.builder import BUILD_DETECTORS, BuildView
+from sparqlnav.feedback.view import BuildView
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
@@ -624,7 +624,7 @@ def unknown_entity(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     return {"id": ctx.prefixes.compact(obs.value.iri)}
 
 
-DETECTORS: dict[str, Detector] = {
+STEP_DETECTORS: dict[str, Detector] = {
     f.__name__: f
     for f in (
         no_action,
@@ -650,37 +650,6 @@ DETECTORS: dict[str, Detector] = {
         labels_only,
     )
 }
-DETECTORS.update(BUILD_DETECTORS)  # the query builder's step functions (feedback/builder.py)
-
-
-class Feedback:
-    """Run the detectors over a step and return the guidelines that fire, in catalogue order."""
-
-    def __init__(
-        self,
-        catalogue: Mapping[str, Guideline] | None = None,
-        detectors: Mapping[str, Detector] | None = None,
-        options: FeedbackOptions | None = None,
-    ) -> None:
-        self.catalogue = dict(catalogue if catalogue is not None else load_catalogue())
-        self.detectors = dict(detectors if detectors is not None else DETECTORS)
-        self.options = options or FeedbackOptions()
-        unmatched = set(self.catalogue) ^ set(self.detectors)
-        if unmatched:
-            raise ValueError(
-                f"every guideline needs exactly one detector and vice versa: {sorted(unmatched)}"
-            )
-
-    def check(self, ctx: StepContext, stage: Stage | None = None) -> list[Guideline]:
-        """Guidelines whose trigger fires for this step (only those of `stage` when given)."""
-        fired = []
-        for gid, guideline in self.catalogue.items():
-            if stage is not None and guideline.stage != stage:
-                continue
-            details = self.detectors[gid](ctx, self.options)
-            if details is not None:
-                fired.append(guideline.render(details))
-        return fired
 
 
 def render_guidelines(guidelines: Iterable[Guideline]) -> str:

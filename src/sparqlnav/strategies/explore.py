@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
+from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import (
-    Feedback,
     FeedbackOptions,
     Guideline,
     Memory,

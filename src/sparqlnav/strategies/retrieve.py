@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
-from sparqlnav.feedback.eraser import Feedback, Memory, StepContext, render_guidelines
+from sparqlnav.feedback.checker import Feedback
+from sparqlnav.feedback.eraser import Memory, StepContext, render_guidelines
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels

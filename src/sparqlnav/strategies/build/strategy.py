@@ -16,8 +16,8 @@ from typing import Any
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.feedback.builder import BuildView
+from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import (
-    Feedback,
     Guideline,
     Memory,
     Record,
