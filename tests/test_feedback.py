@@ -108,6 +108,14 @@ def test_no_action(memory: Memory) -> None:
     ctx = StepContext(memory, EXPLORE_TOOLS, call=None)
     (g,) = Feedback().check(ctx, "before")
     assert g.id == "no_action" and "execute_sparql()" in g.text and g.blocks
+    assert g.text.endswith("call stop().")
+
+
+def test_no_action_names_the_builders_finishing_tool(memory: Memory) -> None:
+    from sparqlnav.strategies.build import BUILD_TOOLS
+
+    (g,) = Feedback().check(StepContext(memory, BUILD_TOOLS.specs(), call=None), "before")
+    assert g.id == "no_action" and g.text.endswith("call execute().") and "stop()" not in g.text
 
 
 def test_malformed_call(memory: Memory) -> None:

@@ -352,8 +352,12 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def no_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
-    """The reply made no tool call."""
-    return None if ctx.call is not None else {"tools": _tool_names(ctx)}
+    """The reply made no tool call; the text names the tool that finishes this strategy's run."""
+    if ctx.call is not None:
+        return None
+    offered = {t.name for t in ctx.tools}
+    finish = next((name for name in ("stop", "execute") if name in offered), "stop")
+    return {"tools": _tool_names(ctx), "finish": finish}
 
 
 def malformed_call(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
