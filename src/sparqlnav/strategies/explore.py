@@ -115,6 +115,20 @@ def thought_of(text: str) -> str:
     return re.sub(r"^\s*Thought\s*:\s*", "", head.strip(), flags=re.I).strip()
 
 
+def record_reply(trace: Trace, reply: LLMReply, step: int) -> ToolCall | None:
+    """Record a policy reply's thought and (first) action as trace events; return that action, if any."""
+    call = reply.tool_calls[0] if reply.tool_calls else None
+    thought = thought_of(reply.text)
+    if thought:
+        trace.emit("thought", text=thought, step=step)
+    if call is not None:
+        shown: dict[str, Any] = {"tool": call.name, "arguments": call.arguments, "step": step}
+        if call.parse_error:
+            shown["raw"] = call.raw_arguments
+        trace.emit("action", **shown)
+    return call
+
+
 def compact_text(text: str, limit: int = 240) -> str:
     """A short stand-in for an old observation."""
     lines = text.splitlines()
@@ -240,15 +254,7 @@ class _Run:
     def _step(self, reply: LLMReply) -> bool:
         """Handle one reply; True when the model stopped with a usable last query."""
         n = len(self.state) + 1
-        call = reply.tool_calls[0] if reply.tool_calls else None
-        thought = thought_of(reply.text)
-        if thought:
-            self.trace.emit("thought", text=thought, step=n)
-        if call is not None:
-            shown: dict[str, Any] = {"tool": call.name, "arguments": call.arguments, "step": n}
-            if call.parse_error:
-                shown["raw"] = call.raw_arguments
-            self.trace.emit("action", **shown)
+        call = record_reply(self.trace, reply, n)
         ctx = StepContext(
             self.memory,
             EXPLORE_TOOLS.specs(),

@@ -42,7 +42,7 @@ from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
 from sparqlnav.strategies.ending import finish
-from sparqlnav.strategies.explore import thought_of
+from sparqlnav.strategies.explore import record_reply
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
 from sparqlnav.trace import Trace
@@ -193,15 +193,7 @@ class _Run:
     def _step(self, reply: LLMReply) -> bool:
         """Handle one reply; True when execute() finished the query."""
         n = len(self.steps) + 1
-        call = reply.tool_calls[0] if reply.tool_calls else None
-        thought = thought_of(reply.text)
-        if thought:
-            self.trace.emit("thought", text=thought, step=n)
-        if call is not None:
-            shown: dict[str, Any] = {"tool": call.name, "arguments": call.arguments, "step": n}
-            if call.parse_error:
-                shown["raw"] = call.raw_arguments
-            self.trace.emit("action", **shown)
+        call = record_reply(self.trace, reply, n)
         b = self.builder
         view = BuildView(
             b.draft, dict(b.relations), tuple(iri for iri, _ in self.linked), self.wanted, frozenset(self.fired)
