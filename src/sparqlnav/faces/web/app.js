@@ -402,7 +402,18 @@
     return li;
   }
 
-  const squash = (q) => String(q || "").replace(/\s+/g, " ").trim();
+  // A query as it is compared with the queries the steps ran: its prefixed names written out as <IRI>s, its
+  // PREFIX lines dropped, spaces squashed (strategies may run full IRIs and show the query with prefixes).
+  function squash(q) {
+    const prefixes = {};
+    const body = String(q || "").replace(/^\s*PREFIX\s+([^\s:]*):\s*<([^>]*)>/gim, (_, p, ns) => {
+      prefixes[p] = ns;
+      return "";
+    });
+    const full = body.replace(/(^|[\s{}();,\/^|])([A-Za-z][\w.-]*)?:([\w-]*(?:\.[\w-]+)*)/g, (m, lead, p, local) =>
+      (p || "") in prefixes ? lead + "<" + prefixes[p || ""] + local + ">" : m);
+    return full.replace(/\s+/g, " ").trim();
+  }
 
   /** What the steps of a finished run come to, in one line: what was linked, how many queries ran, and which
       of them gave the answer (its number among the queries, as the steps show them). */

@@ -169,7 +169,7 @@
       highlightInto(code, area.value, mark);
     }
 
-    area.addEventListener("input", () => { mark = null; clearError(); refresh(); });
+    area.addEventListener("input", () => { clearError(); refresh(); });
     area.addEventListener("scroll", () => {
       pre.scrollTop = area.scrollTop;
       pre.scrollLeft = area.scrollLeft;
@@ -205,7 +205,7 @@
       element: outer,
       textarea: area,
       get: () => area.value,
-      set: (text) => { mark = null; clearError(); area.value = text; refresh(); },
+      set: (text) => { clearError(); area.value = text; refresh(); },
       focus: () => area.focus(),
       markError: markError,
       clearError: clearError,
