@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,14 +105,14 @@ def test_start_page_downloads_copy_and_syntax_marks(settings: Settings, tiny: Kn
             page.click("#sparql-results button.download-csv")
         download = got.value
         assert download.suggested_filename == "results.csv"
-        text = open(download.path(), encoding="utf-8").read()
+        text = Path(download.path()).read_text(encoding="utf-8")
         (shots / "results.csv").write_text(text, encoding="utf-8")
         rows = list(csv.reader(io.StringIO(text)))
         assert rows[0] == ["p", "name", "age", "record", "note"]
         assert rows[1:] == cells
         with page.expect_download() as got_json:
             page.click("#sparql-results button.download-json")
-        data = json.loads(open(got_json.value.path(), encoding="utf-8").read())
+        data = json.loads(Path(got_json.value.path()).read_text(encoding="utf-8"))
         assert data["head"]["vars"] == rows[0]
         assert [[b[v]["value"] for v in rows[0]] for b in data["results"]["bindings"]] == cells
 
