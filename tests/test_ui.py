@@ -143,7 +143,16 @@ def test_ui_streams_steps_and_reruns_sparql(
         assert {"thought", "action", "observation", "sparql", "feedback", "llm_call"} <= set(kinds)
         thoughts = page.eval_on_selector_all(".event[data-kind=thought] .ev-body", "els => els.map(e => e.textContent)")
         assert "Alice is ex:alice; I ask for her manager." in thoughts
-        assert "execute_sparql" in page.inner_text(".events")
+        assert "execute_sparql" in page.text_content(".events")
+        # The answer first: the finished run's steps fold into one line, which opens them again.
+        steps = page.locator(".turn .steps")
+        assert steps.evaluate("d => d.open") is False and page.locator(".events").is_hidden()
+        assert page.inner_text(".steps-summary") == "linked Alice Wunderlich · 2 queries · answer from query #2"
+        assert page.get_attribute(".event.gave-answer", "data-query") == "2"
+        page.screenshot(path=str(shots / "answer-steps-collapsed.png"))
+        page.click(".turn .steps > summary")
+        assert steps.evaluate("d => d.open") is True and page.locator(".event.gave-answer").is_visible()
+        page.click(".turn .steps > summary")
         assert page.inner_text(".answer-text") == "Alice's manager is Bob Baumeister."
         assert "explore · answered" in page.inner_text(".usage")
 
@@ -183,7 +192,10 @@ def test_ui_streams_steps_and_reruns_sparql(
         sparql.fill("SELECT ?s WHERE { ?s")
         page.click("#sparql-run")
         page.wait_for_selector("#sparql-status.error")
-        assert page.inner_text("#sparql-status").startswith("syntax_error: error at 1:")
+        # Our parser's words and place, not the engine's list of expected Unicode ranges.
+        assert page.inner_text("#sparql-status") == (
+            "syntax_error: line 1, column 21: expected a predicate after the subject '?s', found the end of the query"
+        )
 
         page.goto(url + "/docs")
         page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
@@ -193,7 +205,7 @@ def test_ui_streams_steps_and_reruns_sparql(
     # The broken query's 400 is logged by Chromium as a failed load; nothing else may go wrong.
     assert [p for p in page.problems if "status of 400 (Bad Request)" not in p] == []
     assert scripted_llm.problems == []
-    for name in ("ask.png", "sparql.png"):
+    for name in ("ask.png", "sparql.png", "answer-steps-collapsed.png"):
         assert (shots / name).stat().st_size > 10_000
 
 

@@ -6,7 +6,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
@@ -57,6 +57,18 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
                 "sparql_timeout_s": settings.limits.timeout_s,
             },
         }
+
+    @router.get("/api/examples", tags=["meta"])
+    async def examples(
+        kg: str | None = Query(None, description="A KG name this server offers (default: the first)."),
+        limit: int = Query(6, ge=1, le=20),
+    ) -> dict[str, Any]:
+        """A few example questions for a KG, for a start page: the demo's own questions, the questions of its
+        indexed examples, or questions written from its schema (`source`: demo, index, schema or none)."""
+        kg_name = service.kg(kg)
+        starters = service.starter_questions()
+        found = await service.call(lambda: starters.get(pool.get(kg_name), limit))
+        return {**found.to_json(), "kg": kg_name}  # the name this server gives it, not the file's
 
     root = web_dir()
 

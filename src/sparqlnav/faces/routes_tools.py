@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field, create_model
 
 from sparqlnav.faces.service import Service, display, json_response
 from sparqlnav.graph.endpoint import Outcome, QueryResult
+from sparqlnav.sparql.prefixes import declare_prefixes
+from sparqlnav.sparql.syntax import syntax_problem
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, SearchResult, resolve_or_search
 from sparqlnav.tools.registry import Tool
 from sparqlnav.tools.toolkit import Toolkit
@@ -109,7 +111,12 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
             assert isinstance(result, QueryResult)  # what execute_sparql observes, failed or not
             if not result.ok or result.table is None:
                 status = _STATUS.get(result.outcome, 422)
-                return json_response({"detail": result.describe(), "outcome": result.outcome.value}, status)
+                failed: dict[str, Any] = {"detail": result.describe(), "outcome": result.outcome.value}
+                if result.outcome is Outcome.SYNTAX_ERROR:
+                    # Where to mark it in an editor, read by our parser: the engine's own message lists ranges.
+                    problem = syntax_problem(text, result.message)
+                    failed["syntax"] = problem.to_dict() if problem else None
+                return json_response(failed, status)
             return json_response(
                 {
                     "kg": kg_name,
@@ -122,6 +129,28 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
             )
 
         return await service.call(run, limit + 5)
+
+    @router.post("/api/sparql/check", tags=["sparql"])
+    async def sparql_check(body: SparqlRequest) -> dict[str, Any]:
+        """Check a query without running it: its first syntax problem (line, column, message) and the query with
+        PREFIX lines for the KG's prefixes it uses without declaring them (what to copy elsewhere)."""
+        if len(body.query) > config.max_query_chars:
+            raise HTTPException(422, f"query is too long (the limit is {config.max_query_chars} characters)")
+        kg_name = service.kg(body.kg)
+
+        def run() -> dict[str, Any]:
+            graph = pool.get(kg_name)
+            repaired = declare_prefixes(body.query, graph.prefixes.mapping)
+            problem = syntax_problem(repaired.query)
+            return {
+                "kg": kg_name,
+                "ok": problem is None,
+                "query": repaired.query,
+                "added": list(repaired.added),
+                "syntax": problem.to_dict() if problem else None,
+            }
+
+        return await service.call(run)
 
     @router.get("/api/search", tags=["lookup"])
     async def search(

@@ -28,6 +28,7 @@ from sparqlnav.graph.results import ResultTable
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry
+from sparqlnav.tools.starters import StarterQuestions
 from sparqlnav.trace import Event, Trace
 
 if TYPE_CHECKING:
@@ -355,6 +356,7 @@ class Service:
     tools: Registry = TOOLKIT_TOOLS  # what the tool routes and MCP offer
     mcp_tools: McpTools | None = None
     conversations: ConversationStore = field(default_factory=ConversationStore)  # shared with MCP
+    starters: StarterQuestions | None = None  # example questions per KG (None: made from `indexes` on first use)
 
     strategies: dict[str, Strategy] = field(default_factory=dict)
     _strategy_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -389,6 +391,12 @@ class Service:
                 if callable(close):
                     close()
             self.strategies.clear()
+
+    def starter_questions(self) -> StarterQuestions:
+        """The example questions of each KG, found once per server."""
+        if self.starters is None:
+            self.starters = StarterQuestions(self.indexes)
+        return self.starters
 
     def kg(self, name: str | None) -> str:
         """A KG name this server offers; HTTP 400 otherwise."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from sparqlnav.graph.schema import Schema
     from sparqlnav.retrieval.documents import CorpusStats
-    from sparqlnav.retrieval.index import BuildStats, KGIndex, ProgressFn
+    from sparqlnav.retrieval.index import BuildStats, Doc, DocKind, KGIndex, ProgressFn
 
 CORPUS_FILE = "documents.json"
 
@@ -105,6 +105,23 @@ class KGIndexes:
         with self._lock:
             ctx = self._open.get((kg.name, kg.description))
         return ctx.schema if ctx is not None else stored_schema(kg, self.home)
+
+    def stored_documents(self, kg: KnowledgeGraph, kinds: Sequence[DocKind]) -> list[Doc]:
+        """The documents of these kinds in the KG's index when one is open or stored, never building one (search
+        is not needed, so a stored index is opened without its embedder)."""
+        from sparqlnav.retrieval.index import open_kg_index
+
+        with self._lock:
+            ctx = self._open.get((kg.name, kg.description))
+        if ctx is not None:
+            return ctx.index.documents(kinds)
+        stored = open_kg_index(kg, self.home, embedder=None)
+        if stored is None:
+            return []
+        try:
+            return stored.index.documents(kinds)
+        finally:
+            stored.close()
 
     def close(self) -> None:
         """Close the indexes."""

@@ -16,7 +16,7 @@
   const XSD = "http://www.w3.org/2001/XMLSchema#";
   // conversation: the server's id of this thread; refine: the turn the next question refines; edit: the
   // user's own edit of a query, sent with the next question as a turn of its own.
-  const state = { info: null, busy: false, conversation: null, refine: null, edit: null, welcome: null };
+  const state = { info: null, busy: false, conversation: null, refine: null, edit: null, welcome: null, examples: null };
 
   // -- HTTP ---------------------------------------------------------------------------------------
 
@@ -30,12 +30,15 @@
 
   async function problem(resp) {
     let detail = resp.status + " " + resp.statusText;
+    let body = null;
     try {
-      const body = await resp.json();
+      body = await resp.json();
       if (body && body.detail) detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
     } catch (_) { /* not JSON: keep the status line */ }
     if (resp.status === 401) notice("The server wants an API token: click “Token” to set it.", "error");
-    return new Error(detail);
+    const err = new Error(detail);
+    err.body = body;  // e.g. a syntax error's line and column
+    return err;
   }
 
   async function getJSON(url) {
@@ -126,6 +129,19 @@
     return /^https?:\/\//i.test(iri);
   }
 
+  /** A long IRI no prefix compacts, shortened to its host and last part (the whole IRI is its tooltip). */
+  function shortIri(iri) {
+    if (iri.length <= 48) return "<" + iri + ">";
+    const m = /^([a-z][\w+.-]*:\/*)?([^/?#]*)(.*?)([^/?#]+[/#]?)$/i.exec(iri);
+    if (!m || !m[4]) return "<" + iri.slice(0, 24) + "…" + iri.slice(-20) + ">";
+    return "<" + m[2] + "/…/" + m[4] + ">";
+  }
+
+  function compactOf(iri, compact) {
+    const c = compact[iri];
+    return c && !c.startsWith("<") ? c : shortIri(iri);
+  }
+
   /** A cell for one SPARQL JSON term: IRIs open their entity panel and show their label. */
   function termNode(term, display) {
     if (!term) return el("span", "unbound", "");
@@ -139,9 +155,9 @@
       const label = labels[term.value];
       if (label) {
         a.appendChild(el("span", "label", label));
-        a.appendChild(el("span", "qname", compact[term.value] || term.value));
+        a.appendChild(el("span", "qname", compactOf(term.value, compact)));
       } else {
-        a.appendChild(el("span", "qname only", compact[term.value] || term.value));
+        a.appendChild(el("span", "qname only", compactOf(term.value, compact)));
       }
       a.addEventListener("click", (ev) => {
         if (ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return; // let the browser open it
@@ -152,11 +168,57 @@
     }
     if (term.type === "bnode") return el("span", "bnode", "_:" + term.value);
     const span = el("span", "literal", term.value);
+    span.title = term.value;  // cells do not wrap: a long value is cut, and whole on hover
     if (term["xml:lang"]) span.appendChild(el("span", "lang", "@" + term["xml:lang"]));
     else if (term.datatype && !term.datatype.startsWith(XSD)) {
       span.appendChild(el("span", "dtype", "^^" + (compact[term.datatype] || term.datatype)));
     }
     return span;
+  }
+
+  /** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+  function csvField(text) {
+    const s = String(text);
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  /** The results as CSV the way SPARQL 1.1 writes them: a header of variable names, then each term's value. */
+  function resultsCsv(results) {
+    if ("boolean" in results) return "boolean\r\n" + results.boolean + "\r\n";
+    const vars = (results.head && results.head.vars) || [];
+    const rows = (results.results && results.results.bindings) || [];
+    const lines = [vars.map(csvField).join(",")];
+    for (const row of rows) lines.push(vars.map((v) => csvField(row[v] ? row[v].value : "")).join(","));
+    return lines.join("\r\n") + "\r\n";
+  }
+
+  function download(name, type, text) {
+    const url = URL.createObjectURL(new Blob([text], { type: type }));
+    const a = el("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  function downloadButtons(results) {
+    const box = el("span", "downloads");
+    const csv = el("button", "linkish download-csv", "CSV");
+    csv.type = "button";
+    csv.title = "Download the results as CSV";
+    csv.addEventListener("click", () => download("results.csv", "text/csv", resultsCsv(results)));
+    const json = el("button", "linkish download-json", "JSON");
+    json.type = "button";
+    json.title = "Download the results as SPARQL 1.1 JSON";
+    json.addEventListener("click", () => {
+      const plain = Object.assign({}, results);
+      delete plain.sparqlnav;
+      download("results.json", "application/sparql-results+json", JSON.stringify(plain, null, 2));
+    });
+    box.append(" · download ", csv, json);
+    return box;
   }
 
   /** Render SPARQL JSON results (with display labels) into `target`. */
@@ -165,6 +227,9 @@
     if (!results) return;
     if ("boolean" in results) {
       target.appendChild(el("div", "boolean", results.boolean ? "true" : "false"));
+      const row = el("div", "summary", "");
+      row.appendChild(downloadButtons(results));
+      target.appendChild(row);
       return;
     }
     const vars = (results.head && results.head.vars) || [];
@@ -173,6 +238,7 @@
     if (results.sparqlnav && results.sparqlnav.truncated) {
       summary.appendChild(el("span", "warn", " · cut at " + (results.sparqlnav.cap || "a cap") + ": more rows exist"));
     }
+    if (rows.length) summary.appendChild(downloadButtons(results));
     target.appendChild(summary);
     if (!rows.length) return;
     const scroller = el("div", "table-scroll");
@@ -188,6 +254,7 @@
       const tr = el("tr");
       for (const v of vars) {
         const td = el("td");
+        td.dataset.value = row[v] ? row[v].value : "";
         td.appendChild(termNode(row[v], display));
         tr.appendChild(td);
       }
@@ -199,18 +266,31 @@
     if (rows.length > limit) target.appendChild(el("div", "summary", "showing the first " + limit + " rows"));
   }
 
-  async function runQuery(query, resultsTarget, statusTarget) {
+  async function runQuery(query, resultsTarget, statusTarget, editor) {
     statusTarget.textContent = "running…";
     statusTarget.className = "status running";
+    if (editor) editor.clearError();
     try {
       const data = await postJSON("/api/sparql", { query: query, kg: currentKg() });
       statusTarget.textContent = data.outcome + " · " + data.seconds.toFixed(3) + " s";
       statusTarget.className = "status ok";
       renderResults(resultsTarget, data.results, data.display);
     } catch (err) {
-      statusTarget.textContent = err.message;
+      const syntax = err.body && err.body.syntax;
+      // Our parser's line, column and words, not the engine's list of expected characters.
+      statusTarget.textContent = syntax ? err.body.outcome + ": " + syntax.text : err.message;
       statusTarget.className = "status error";
+      if (syntax && editor) editor.markError(syntax);
     }
+  }
+
+  /** Copy a query with PREFIX lines for the prefixes it uses (the server knows the KG's), so it runs elsewhere. */
+  async function copyQuery(query, button) {
+    let text = query;
+    try {
+      text = (await postJSON("/api/sparql/check", { query: query, kg: currentKg() })).query;
+    } catch (_) { /* copy it as it is */ }
+    copyText(text, button);
   }
 
   // -- entity panel -------------------------------------------------------------------------------
@@ -322,6 +402,66 @@
     return li;
   }
 
+  // A query as it is compared with the queries the steps ran: its prefixed names written out as <IRI>s, its
+  // PREFIX lines dropped, spaces squashed (strategies may run full IRIs and show the query with prefixes).
+  function squash(q) {
+    const prefixes = {};
+    const body = String(q || "").replace(/^\s*PREFIX\s+([^\s:]*):\s*<([^>]*)>/gim, (_, p, ns) => {
+      prefixes[p] = ns;
+      return "";
+    });
+    const full = body.replace(/(^|[\s{}();,\/^|])([A-Za-z][\w.-]*)?:([\w-]*(?:\.[\w-]+)*)/g, (m, lead, p, local) =>
+      (p || "") in prefixes ? lead + "<" + prefixes[p || ""] + local + ">" : m);
+    return full.replace(/\s+/g, " ").trim();
+  }
+
+  /** What the steps of a finished run come to, in one line: what was linked, how many queries ran, and which
+      of them gave the answer (its number among the queries, as the steps show them). */
+  function stepsSummary(events, answer) {
+    const linked = [];
+    const queries = events.filter((e) => e.kind === "sparql");
+    for (const e of events) {
+      const d = e.data || {};
+      if (e.kind === "action" && ["search", "get_entity"].includes(d.tool || d.name)) {
+        const args = d.arguments || d.args || {};
+        const what = args.query || args.id;
+        if (what) linked.push(String(what));
+      } else if (e.kind === "info" && d.linking && Array.isArray(d.linking.entities)) {
+        for (const ent of d.linking.entities.slice(0, 3)) linked.push(ent.label || ent.iri || "?");
+      }
+    }
+    const parts = [];
+    const names = Array.from(new Set(linked));
+    if (names.length) parts.push("linked " + names.slice(0, 4).join(", ") + (names.length > 4 ? " …" : ""));
+    parts.push(queries.length + (queries.length === 1 ? " query" : " queries"));
+    let from = 0;
+    if (answer && answer.sparql) {
+      const target = squash(answer.sparql);
+      queries.forEach((e, i) => { if (squash(e.data && e.data.query) === target) from = i + 1; });
+    }
+    if (from) parts.push("answer from query #" + from);
+    else if (answer && answer.sparql) parts.push("answer from a query not run in these steps");
+    else parts.push("no query gave the answer");
+    return { text: parts.join(" · "), from: from };
+  }
+
+  /** Fold the finished run's steps into their summary line; they open again on a click. */
+  function collapseSteps(turn, events, answer) {
+    const steps = turn.querySelector(".steps");
+    const { text, from } = stepsSummary(events, answer);
+    const line = steps.querySelector(".steps-summary");
+    line.textContent = text;
+    line.hidden = false;
+    steps.dataset.answerQuery = String(from);
+    const numbered = steps.querySelectorAll(".event[data-kind=sparql]");
+    numbered.forEach((li, i) => {
+      li.dataset.query = String(i + 1);
+      li.querySelector(".ev-kind").textContent = "query #" + (i + 1);
+      if (i + 1 === from) li.classList.add("gave-answer");
+    });
+    steps.open = false;
+  }
+
   function renderAnswer(turn, answer) {
     const box = turn.querySelector(".answer");
     box.textContent = "";
@@ -337,7 +477,7 @@
       const statusLine = el("span", "status");
       const runEdited = (q) => {
         if (q.trim() !== answer.sparql.trim()) setEdit(q);
-        return runQuery(q, resultsBox, statusLine);
+        return runQuery(q, resultsBox, statusLine, editor);
       };
       const editor = SparqlHighlight.createEditor(answer.sparql, {
         label: "Final SPARQL query",
@@ -347,7 +487,8 @@
       const row = el("div", "row");
       const copy = el("button", "copy", "Copy");
       copy.type = "button";
-      copy.addEventListener("click", () => copyText(editor.get(), copy));
+      copy.title = "Copy the query with its PREFIX lines";
+      copy.addEventListener("click", () => copyQuery(editor.get(), copy));
       const run = el("button", "run", "Run");
       run.type = "button";
       run.addEventListener("click", () => runEdited(editor.get()));
@@ -356,6 +497,7 @@
       reset.addEventListener("click", () => {
         editor.set(answer.sparql);
         renderResults(resultsBox, answer.results, display);
+        statusLine.className = "status";
         statusLine.textContent = "";
       });
       row.append(copy, run, reset, statusLine);
@@ -409,6 +551,35 @@
     showThread();
   }
 
+  // -- the start page: example questions for the selected KG ------------------------------------------
+
+  async function loadExamples() {
+    const kg = currentKg();
+    state.examples = { kg: kg, questions: [] };
+    try {
+      const found = await getJSON("/api/examples" + (kg ? "?kg=" + encodeURIComponent(kg) : ""));
+      if (currentKg() !== kg) return;  // another KG was chosen meanwhile
+      state.examples = { kg: kg, questions: found.questions || [], source: found.source };
+    } catch (_) { /* no examples: the start page says the rest */ }
+    showExamples();
+  }
+
+  function showExamples() {
+    const box = document.querySelector("#welcome .examples");
+    if (!box) return;
+    const list = box.querySelector(".example-list");
+    list.textContent = "";
+    const questions = (state.examples && state.examples.questions) || [];
+    for (const q of questions) {
+      const b = el("button", "example", q);
+      b.type = "button";
+      b.title = "Ask this";
+      list.appendChild(b);
+    }
+    box.hidden = !questions.length;
+    box.dataset.source = (state.examples && state.examples.source) || "";
+  }
+
   function newConversation() {
     state.conversation = null;
     state.refine = null;
@@ -416,6 +587,7 @@
     const chat = $("#chat");
     chat.textContent = "";
     if (state.welcome) chat.appendChild(state.welcome.cloneNode(true));
+    showExamples();
     showThread();
     $("#question").focus();
   }
@@ -479,6 +651,9 @@
     summary.appendChild(el("span", "steps-title", "Steps"));
     summary.appendChild(el("span", "steps-count", "0"));
     summary.appendChild(el("span", "spinner", ""));
+    const line = el("span", "steps-summary", "");
+    line.hidden = true;
+    summary.appendChild(line);
     steps.appendChild(summary);
     steps.appendChild(el("ol", "events"));
     turn.appendChild(steps);
@@ -495,6 +670,7 @@
     const turn = newTurn(question);
     const list = turn.querySelector(".events");
     const count = turn.querySelector(".steps-count");
+    const seen = [];
     let n = 0;
     const body = { question: question, kg: currentKg(), strategy: currentStrategy() };
     if (state.conversation) body.conversation = state.conversation;
@@ -508,6 +684,7 @@
         if (name === "trace") {
           if (data.kind === "answer") return;
           list.appendChild(eventNode(data));
+          seen.push(data);
           n += 1;
           count.textContent = String(n);
           list.lastChild.scrollIntoView({ block: "nearest" });
@@ -515,6 +692,7 @@
           if (data.conversation) state.conversation = data.conversation;
           turn.querySelector(".answer").classList.remove("pending");
           renderAnswer(turn, data);
+          collapseSteps(turn, seen, data);  // the answer first; the steps stay one click away
           turn.classList.add("done");
         } else if (name === "error") {
           throw new Error(data.detail || "the run failed");
@@ -557,10 +735,10 @@
     sparqlEditor = SparqlHighlight.createEditor("SELECT ?s ?p ?o WHERE {\n  ?s ?p ?o .\n}\nLIMIT 10", {
       label: "SPARQL editor",
       minRows: 8,
-      onRun: (q) => runQuery(q, resultsBox, statusLine),
+      onRun: (q) => runQuery(q, resultsBox, statusLine, sparqlEditor),
     });
     $("#sparql-editor-slot").appendChild(sparqlEditor.element);
-    $("#sparql-run").addEventListener("click", () => runQuery(sparqlEditor.get(), resultsBox, statusLine));
+    $("#sparql-run").addEventListener("click", () => runQuery(sparqlEditor.get(), resultsBox, statusLine, sparqlEditor));
     $("#mode-ask").addEventListener("click", () => setMode("ask"));
     $("#mode-sparql").addEventListener("click", () => setMode("sparql"));
     $("#entity-close").addEventListener("click", () => { $("#entity-panel").hidden = true; });
@@ -568,7 +746,23 @@
     $("#new-conversation").addEventListener("click", newConversation);
     $("#refine-cancel").addEventListener("click", () => { state.refine = null; showThread(); });
     $("#edit-cancel").addEventListener("click", () => { state.edit = null; showThread(); });
-    $("#kg").addEventListener("change", () => { if (state.conversation) newConversation(); });
+    $("#kg").addEventListener("change", () => {
+      if (state.conversation) newConversation();
+      loadExamples();
+    });
+    // One click asks an example (delegated: the start page is rebuilt for each new conversation).
+    $("#chat").addEventListener("click", (ev) => {
+      const b = ev.target.closest("button.example");
+      if (b && !state.busy) ask(b.textContent);
+    });
+    $("#menu-toggle").addEventListener("click", () => {
+      const open = !$(".top").classList.contains("open");
+      $(".top").classList.toggle("open", open);
+      $("#menu-toggle").setAttribute("aria-expanded", String(open));
+    });
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && !$("#entity-panel").hidden) $("#entity-panel").hidden = true;
+    });
     $("#ask-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       const q = $("#question").value.trim();
@@ -618,6 +812,7 @@
       }
       strat.value = info.strategies.includes(info.default_strategy) ? info.default_strategy : "auto";
       if (!info.llm) strat.title = "No LLM is configured: auto uses the lexical strategy";
+      await loadExamples();
       document.body.dataset.ready = "true";
     } catch (err) {
       notice("Cannot reach the server: " + err.message, "error");

@@ -56,24 +56,61 @@
     return out;
   }
 
-  /** Fill `target` with highlighted spans for `text` (DOM nodes only: no HTML parsing of the query). */
-  function highlightInto(target, text) {
-    target.textContent = "";
-    for (const [kind, tok] of tokenize(text)) {
-      if (kind === "plain" || kind === "space") {
-        target.appendChild(document.createTextNode(tok));
-      } else {
-        const span = document.createElement("span");
-        span.className = "tok-" + kind;
-        span.textContent = tok;
-        target.appendChild(span);
-      }
+  /** The offset in `text` of a 1-based line and column (clamped to the text). */
+  function offsetOf(text, line, column) {
+    let pos = 0;
+    for (let l = 1; l < line; l++) {
+      const next = text.indexOf("\n", pos);
+      if (next < 0) return text.length;
+      pos = next + 1;
     }
+    return Math.min(pos + Math.max(column, 1) - 1, text.length);
+  }
+
+  function tokenNode(kind, tok) {
+    if (kind === "plain" || kind === "space") return document.createTextNode(tok);
+    const span = document.createElement("span");
+    span.className = "tok-" + kind;
+    span.textContent = tok;
+    return span;
+  }
+
+  /** Fill `target` with highlighted spans for `text` (DOM nodes only: no HTML parsing of the query); with
+      `mark` ({line, column, message}) the character there is wrapped in a `.syntax-mark`. */
+  function highlightInto(target, text, mark) {
+    target.textContent = "";
+    const at = mark ? offsetOf(text, mark.line, mark.column) : -1;
+    let pos = 0;
+    for (const [kind, tok] of tokenize(text)) {
+      const end = pos + tok.length;
+      if (at >= pos && at < end) {
+        // Split the token around the marked character so the mark covers exactly one character.
+        const cut = at - pos;
+        if (cut > 0) target.appendChild(tokenNode(kind, tok.slice(0, cut)));
+        target.appendChild(markNode(tok[cut] === "\n" ? " " : tok[cut], mark));
+        if (tok[cut] === "\n") target.appendChild(document.createTextNode("\n"));
+        if (cut + 1 < tok.length) target.appendChild(tokenNode(kind, tok.slice(cut + 1)));
+      } else {
+        target.appendChild(tokenNode(kind, tok));
+      }
+      pos = end;
+    }
+    if (at >= text.length) target.appendChild(markNode(" ", mark)); // the error is at the end of the query
     // A trailing newline needs a character after it to take up a line in the <pre>.
     target.appendChild(document.createTextNode("\n"));
   }
 
-  /** A highlighted, editable SPARQL editor; returns {element, textarea, get, set, focus}. */
+  function markNode(ch, mark) {
+    const span = document.createElement("span");
+    span.className = "syntax-mark";
+    span.textContent = ch;
+    span.dataset.line = String(mark.line);
+    span.dataset.column = String(mark.column);
+    return span;
+  }
+
+  /** A highlighted, editable SPARQL editor that wraps long lines and grows with its text; returns
+      {element, textarea, get, set, focus, markError, clearError}. */
   function createEditor(initial, options) {
     const opts = options || {};
     const wrap = document.createElement("div");
@@ -89,18 +126,50 @@
     area.setAttribute("autocapitalize", "off");
     area.setAttribute("autocomplete", "off");
     area.setAttribute("aria-label", opts.label || "SPARQL query");
-    area.wrap = "off";
+    area.wrap = "soft";  // long lines wrap (the highlighted copy wraps the same way) instead of scrolling sideways
+    area.rows = opts.minRows || 3;
+    const message = document.createElement("div");
+    message.className = "editor-error";
+    message.setAttribute("role", "alert");
+    message.hidden = true;
     wrap.appendChild(pre);
     wrap.appendChild(area);
+    let mark = null;
 
     function refresh() {
-      highlightInto(code, area.value);
-      const lines = area.value.split("\n").length;
-      area.rows = Math.max(opts.minRows || 3, Math.min(lines, opts.maxRows || 30));
+      highlightInto(code, area.value, mark);
+      // Grow with the text (wrapped lines included) up to maxRows lines, then scroll.
+      // With height "auto" the textarea is `rows` (minRows) lines high, so scrollHeight is at least that.
+      const style = getComputedStyle(area);
+      const lineHeight = parseFloat(style.lineHeight) || 19.5;
+      const most = (opts.maxRows || 30) * lineHeight + parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
+      area.style.height = "auto";
+      area.style.height = Math.min(area.scrollHeight, most) + "px";
       pre.scrollTop = area.scrollTop;
       pre.scrollLeft = area.scrollLeft;
     }
-    area.addEventListener("input", refresh);
+
+    function clearError() {
+      if (!mark) return;
+      mark = null;
+      message.hidden = true;
+      message.textContent = "";
+      wrap.classList.remove("has-error");
+      delete wrap.dataset.errorLine;
+      highlightInto(code, area.value, null);
+    }
+
+    /** Mark a syntax problem ({line, column, message, text}) in the text and say it under the editor. */
+    function markError(problem) {
+      mark = problem;
+      message.textContent = problem.text || ("line " + problem.line + ", column " + problem.column + ": " + problem.message);
+      message.hidden = false;
+      wrap.classList.add("has-error");
+      wrap.dataset.errorLine = String(problem.line);
+      highlightInto(code, area.value, mark);
+    }
+
+    area.addEventListener("input", () => { clearError(); refresh(); });
     area.addEventListener("scroll", () => {
       pre.scrollTop = area.scrollTop;
       pre.scrollLeft = area.scrollLeft;
@@ -117,13 +186,29 @@
       }
     });
     area.value = initial || "";
+    const outer = document.createElement("div");
+    outer.className = "editor-box";
+    outer.appendChild(wrap);
+    outer.appendChild(message);
     refresh();
+    // The first layout may come later (an editor built before it is shown): size it then.
+    let width = 0;
+    if (typeof ResizeObserver === "function") {
+      new ResizeObserver((entries) => {
+        const now = entries[0].contentRect.width;
+        if (now === width) return;  // only a new width re-wraps the text; heights are ours
+        width = now;
+        requestAnimationFrame(refresh);
+      }).observe(wrap);
+    }
     return {
-      element: wrap,
+      element: outer,
       textarea: area,
       get: () => area.value,
-      set: (text) => { area.value = text; refresh(); },
+      set: (text) => { clearError(); area.value = text; refresh(); },
       focus: () => area.focus(),
+      markError: markError,
+      clearError: clearError,
     };
   }
 
