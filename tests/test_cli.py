@@ -69,3 +69,44 @@ def test_ask_shows_a_readable_number_of_steps(tmp_path: Path) -> None:
     assert res.stderr.count("no LLM configured") == 1
     assert "more queries" in res.stderr and res.stderr.count(" sparql ") <= 30
     assert "There are 4." in res.stdout
+
+
+DEMO_CONSTRUCT = (
+    "PREFIX wd: <https://demo.sparqlnav.org/entity/> PREFIX wdt: <https://demo.sparqlnav.org/prop/direct/> "
+    "CONSTRUCT { ?e wdt:P61 ?who } WHERE { VALUES ?e { wd:Q8 wd:Q9 } ?e wdt:P61 ?who }"
+)
+
+
+def test_one_format_option_for_every_verb(tmp_path: Path) -> None:
+    """`ask --format json`, `sparql --json`, and a CONSTRUCT written as Turtle and N-Triples that parse back."""
+    import pyoxigraph as ox
+
+    asked = run("ask", "Is helium a noble gas?", "--format", "json", home=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)
+    assert answer["results"] == {"head": {}, "boolean": True} and answer["answer"] == "Yes."
+    assert "no LLM configured" not in asked.stderr  # machine output keeps stderr quiet too
+    rows = run("sparql", "SELECT ?s WHERE { ?s a <http://wikiba.se/ontology#Property> } LIMIT 3", "--json", home=tmp_path)
+    assert rows.returncode == 0, rows.stderr
+    assert len(json.loads(rows.stdout)["results"]["bindings"]) == 3
+    plain = run("sparql", DEMO_CONSTRUCT, "--format", "ntriples", home=tmp_path)
+    turtle = run("sparql", DEMO_CONSTRUCT, "--format", "turtle", home=tmp_path)
+    assert turtle.returncode == 0 and plain.returncode == 0, turtle.stderr + plain.stderr
+    assert "@prefix wd: <https://demo.sparqlnav.org/entity/>" in turtle.stdout  # compact, with the graph's prefixes
+    from_turtle = {(q.subject, q.predicate, q.object) for q in ox.parse(turtle.stdout.encode(), ox.RdfFormat.TURTLE)}
+    from_nt = {(q.subject, q.predicate, q.object) for q in ox.parse(plain.stdout.encode(), ox.RdfFormat.N_TRIPLES)}
+    discoverer = ox.NamedNode("https://demo.sparqlnav.org/prop/direct/P61")
+    oxygen, fluorine = (ox.NamedNode(f"https://demo.sparqlnav.org/entity/{q}") for q in ("Q8", "Q9"))
+    assert from_turtle == from_nt and {t[1] for t in from_turtle} == {discoverer}
+    assert {t[0] for t in from_turtle} == {oxygen, fluorine}
+    assert (fluorine, discoverer, ox.NamedNode("https://demo.sparqlnav.org/entity/Q1012")) in from_turtle
+    for args, needle in [
+        (("sparql", "SELECT * WHERE { ?s ?p ?o } LIMIT 1", "-f", "turtle"), "turtle is for CONSTRUCT and DESCRIBE"),
+        (("search", "oxygen", "--json", "--format", "csv"), "--json and --format csv disagree"),
+        (("validate", "SELECT * {?s ?p ?o}", "--format", "csv"), "`validate` cannot write csv: its formats are table, json"),
+    ]:
+        res = run(*args, home=tmp_path)
+        assert res.returncode == 1 and res.stderr.strip() == f"error: {res.stderr.strip()[7:]}" and needle in res.stderr
+    found = run("search", "oxygen", "--format", "csv", home=tmp_path)
+    header, first = found.stdout.splitlines()[:2]
+    assert header.startswith("iri,kind,label") and first.startswith("https://demo.sparqlnav.org/entity/Q8,entity,oxygen")

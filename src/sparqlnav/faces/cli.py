@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,6 +19,18 @@ from rich.table import Table
 
 from sparqlnav.answer import Answer
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.faces.output import (
+    TABLE_JSON,
+    TABLE_JSON_CSV,
+    FormatOpt,
+    JsonOpt,
+    OutputFormat,
+    check_form,
+    chosen_format,
+    write_json,
+    write_records,
+    write_result,
+)
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
@@ -50,7 +61,6 @@ TimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", min=0.001, help="Time limit per SPARQL query, in seconds (default 60)."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 LlmTimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -174,35 +184,29 @@ def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     return rt
 
 
-class Format(StrEnum):
-    """Output formats of `sparql`."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
 @app.command()
 def sparql(
     query: Annotated[str, typer.Argument(help="The query, a file holding it, or '-' for stdin.")],
     kg: KgOpt = "demo",
-    format: Annotated[
-        Format, typer.Option("--format", "-f", help="table, json (SPARQL 1.1 JSON) or csv.")
-    ] = Format.table,
+    format: FormatOpt = None,
+    json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Run a read-only SPARQL query."""
+    from sparqlnav.sparql.guard import query_form
+
+    fmt = chosen_format(format, json_output, verb="sparql")
     text = read_query(query)
+    check_form(fmt, query_form(text))  # before the graph opens: a wrong format costs no load
     with opened(kg, settings_for(timeout)) as graph:
-        result = graph.endpoint.query(declare_known_prefixes(text, graph))
+        text = declare_known_prefixes(text, graph)
+        result = graph.endpoint.query(text)
         if not result.ok:
             raise CliError(result.describe())
         assert result.table is not None
         table = result.table
-        if format is Format.json:
-            sys.stdout.write(json.dumps(table.to_sparql_json(), ensure_ascii=False) + "\n")
-        elif format is Format.csv:
-            sys.stdout.write(table.to_csv())
+        if fmt is not OutputFormat.table:
+            write_result(table, fmt, form=query_form(text), prefixes=graph.prefixes.mapping)
         elif table.is_boolean:
             out().print("true" if table.boolean else "false")
         else:
@@ -218,6 +222,7 @@ def sparql(
 def search(
     text: Annotated[str, typer.Argument(help="A name, possibly partial or misspelt.")],
     kg: KgOpt = "demo",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", help="How many entities (properties: half as many).")
@@ -227,12 +232,17 @@ def search(
     """Find entities and properties by label, alias or description."""
     from sparqlnav.tools.lookup import search as do_search
 
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="search")
     if not text.strip():
         raise CliError("nothing to search for: the text is empty")
     with opened(kg, settings_for(timeout)) as graph:
         found = do_search(graph, text, entities=limit, properties=max(1, limit // 2))
-        if json_output:
-            print(json.dumps(found.to_json(), ensure_ascii=False))
+        if fmt is OutputFormat.json:
+            write_json(found.to_json())
+        elif fmt is OutputFormat.csv:
+            data = found.to_json()
+            hits = [{**h, "kind": kind} for kind, key in (("entity", "entities"), ("property", "properties")) for h in data[key]]
+            write_records(hits, [*dict.fromkeys(k for h in hits for k in h)] or ["iri", "kind"])
         else:
             out().print(found.to_text(graph), markup=False, highlight=False)
 
@@ -243,6 +253,7 @@ def entity(
         str, typer.Argument(metavar="ID", help="IRI, prefixed name, Q/P id, or a name to look up.")
     ],
     kg: KgOpt = "demo",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
@@ -250,13 +261,21 @@ def entity(
     from sparqlnav.tools.lookup import entity as do_entity
     from sparqlnav.tools.lookup import resolve_name
 
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="entity")
     with opened(kg, settings_for(timeout)) as graph:
         iri, hit = resolve_name(graph, ident)
-        if hit is not None and not json_output:
+        if hit is not None and fmt is OutputFormat.table:
             err().print(f"{ident!r} → {graph.prefixes.compact(iri)} ({hit.label})", style="dim", markup=False)
         page = do_entity(graph, iri)
-        if json_output:
-            print(json.dumps(page.to_json(), ensure_ascii=False))
+        if fmt is OutputFormat.json:
+            write_json(page.to_json())
+        elif fmt is OutputFormat.csv:
+            edges = [
+                {"property": e["property"], "property_label": e["label"], "value": v["value"]["value"],
+                 "value_label": v["label"], "qualifiers": [f"{q['property']}={q['value']['value']}" for q in v["qualifiers"]]}
+                for e in page.to_json()["edges"] for v in e["values"]
+            ]  # fmt: skip
+            write_records(edges, ["property", "property_label", "value", "value_label", "qualifiers"])
         else:
             out().print(page.to_text(graph), markup=False, highlight=False)
 
@@ -335,6 +354,7 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
     kg: KgOpt = "demo",
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
@@ -347,6 +367,8 @@ def ask(
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
+    fmt = chosen_format(format, json_output, verb="ask")
+    machine = fmt is not OutputFormat.table
     if not question.strip():
         raise CliError("no question: the question is empty")
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
@@ -354,22 +376,32 @@ def ask(
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
     console = err()
-    if strategy == "auto" and llm is None and not json_output:
+    if strategy == "auto" and llm is None and not machine:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
     with opened(kg, settings) as graph:
         shown = _StepPrinter(console)
         result = ask_question(
-            question, kg=graph, strategy=chosen, on_event=None if json_output or quiet else shown
+            question, kg=graph, strategy=chosen, on_event=None if machine or quiet else shown
         )
         shown.close()
-        if json_output:
-            print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
-            if result.status == "error":
-                raise typer.Exit(1)
-            return
-        _show_answer(result, graph, console)
+        if fmt is OutputFormat.json:
+            write_json(result.to_json())
+        elif machine:
+            _write_answer_result(result, fmt, graph)
+        else:
+            _show_answer(result, graph, console)
         if result.status == "error":
             raise typer.Exit(1)
+
+
+def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGraph) -> None:
+    """The rows of an answer's query in csv, turtle or ntriples (the answer's words go to stderr)."""
+    from sparqlnav.sparql.guard import query_form
+
+    if result.results is None or result.sparql is None:
+        raise CliError(f"no results to write as {fmt.value}: {result.text}")
+    write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
+    err().print(result.text, markup=False, highlight=False)
 
 
 def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> None:
@@ -530,6 +562,7 @@ def score(
             help="JSONL file, one {id, gold, predicted} object per line (SPARQL 1.1 JSON results; predicted may be null)."
         ),
     ],
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     judge: Annotated[
         bool, typer.Option("--judge", help="Also ask the configured LLM whether each free-text answer matches the gold.")
@@ -538,6 +571,7 @@ def score(
 ) -> None:
     """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset;
     free-text answers (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="score") is OutputFormat.json
     from sparqlnav.evaluation.judge import LLMJudge
     from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
 
@@ -603,9 +637,11 @@ def eval_command(
     llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     sources: SourcesOpt = None,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="eval") is OutputFormat.json
     from sparqlnav.evaluation.datasets import DatasetFormatError
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table
     from sparqlnav.evaluation.runner import (
@@ -703,9 +739,11 @@ def report_command(
         Path | None, typer.Option("--out", help="Where to write compare.md and plots when comparing runs.")
     ] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Rebuild a run's summary.json, report.md and plots; with several folders, compare them side by side."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="report") is OutputFormat.json
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table, write_report
 
     try:
@@ -739,10 +777,12 @@ def validate_command(
         ),
     ] = None,
     void: Annotated[Path | None, typer.Option("--void", help="Check against the schema in this VoID file.")] = None,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
     schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="validate") is OutputFormat.json
     from sparqlnav.graph.schema import Schema, schema_from_void_file
     from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
@@ -990,10 +1030,12 @@ def index_command(
         int,
         typer.Option("--synthesize-examples", help="Ask the LLM for N question–query pairs over the schema; index those that run and return rows (marked synthetic)."),
     ] = 0,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions, documents)."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="index") is OutputFormat.json
     import hashlib
 
     if names:
@@ -1107,16 +1149,20 @@ def _human_age(seconds: float) -> str:
 
 
 @cache_app.callback(invoke_without_command=True)
-def cache_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+def cache_command(ctx: typer.Context, format: FormatOpt = None, json_output: JsonOpt = False) -> None:
     """List the stores built from local RDF files: source, size, age, and whether the source changed since."""
     from sparqlnav.graph.cache import list_stores
 
     if ctx.invoked_subcommand is not None:
         return
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="cache")
     stores_dir = settings_for(None).paths.stores_dir
     stores = list_stores(stores_dir)
-    if json_output:
-        print(json.dumps({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]}, ensure_ascii=False))
+    if fmt is OutputFormat.json:
+        write_json({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]})
+        return
+    if fmt is OutputFormat.csv:
+        write_records([s.to_json() for s in stores], ["path", "files", "triples", "size_bytes", "age_s", "status"])
         return
     table = Table(title=str(stores_dir))
     for column in ("store", "source", "triples", "size", "age", "status"):
@@ -1131,9 +1177,11 @@ def cache_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
 @cache_app.command("clear")
 def cache_clear_command(
     everything: Annotated[bool, typer.Option("--all", help="Remove every store, not only stale and damaged ones.")] = False,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Remove stores whose source files changed or are gone, damaged ones and abandoned builds (--all: every store)."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="cache clear") is OutputFormat.json
     from sparqlnav.graph.cache import clear_stores
 
     removed = clear_stores(settings_for(None).paths.stores_dir, everything=everything)
