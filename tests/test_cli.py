@@ -110,3 +110,66 @@ def test_one_format_option_for_every_verb(tmp_path: Path) -> None:
     found = run("search", "oxygen", "--format", "csv", home=tmp_path)
     header, first = found.stdout.splitlines()[:2]
     assert header.startswith("iri,kind,label") and first.startswith("https://demo.sparqlnav.org/entity/Q8,entity,oxygen")
+
+
+def run_in_terminal(*args: str, home: Path) -> tuple[int, str]:
+    """Run the CLI with a pseudo-terminal as its stdin, stdout and stderr: (exit code, everything it wrote)."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "SPARQLNAV_HOME": str(home), "TERM": "xterm", "COLUMNS": "200"}
+    for var in ("NO_COLOR", "SPARQLNAV_PROGRESS", "OPENAI_BASE_URL", "OPENAI_API_KEY", "SPARQLNAV_LLM_MODEL"):
+        env.pop(var, None)
+    proc = subprocess.Popen([*SN, *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=240), b"".join(chunks).decode(errors="replace")
+
+
+def _people_graph(path: Path, n: int = 30_000) -> Path:
+    """A made-up graph large enough for a load to report progress more than once."""
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(f'<http://example.org/p{i}> <http://www.w3.org/2000/01/rdf-schema#label> "person {i}" .\n')
+            f.write(f"<http://example.org/p{i}> <http://example.org/knows> <http://example.org/p{(i * 7) % n}> .\n")
+    return path
+
+
+def test_a_first_load_shows_progress_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
+    import re
+
+    ttl = _people_graph(tmp_path / "people.nt")
+    q = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+    code, screen = run_in_terminal("sparql", q, "--kg", str(ttl), home=tmp_path / "tty")
+    assert code == 0, screen
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # colours and cursor moves
+    assert "reading people.nt" in text and "building the name index" in text
+    assert re.search(r"of \d+\.\d MB", text)  # bytes read of the file's size
+    assert "60,000 triples of 60,000 triples" in text  # the name index read every triple
+    stores = list((tmp_path / "tty" / "stores").iterdir())
+    assert len(stores) == 1
+    summary = re.search(r"store of people\.nt: 60,000 triples in [\d.]+ s, [\d,]+ triples/s; kept in (\S+) \(([\d.]+) MB\)", text)
+    assert summary is not None, text
+    assert summary.group(1) == str(stores[0]) and float(summary.group(2)) > 0.5
+    assert "60000" in text  # the answer itself
+    again = run_in_terminal("sparql", q, "--kg", str(ttl), home=tmp_path / "tty")[1]
+    assert "reading" not in again and "kept in" not in again  # the store is there: nothing to report
+    piped = run("sparql", q, "--kg", str(ttl), home=tmp_path / "pipe")
+    assert piped.returncode == 0 and "60000" in piped.stdout
+    assert "reading" not in piped.stderr and "name index" not in piped.stderr and "kept in" not in piped.stderr
+    assert piped.stderr.strip().splitlines() == ["1 row(s) in " + piped.stderr.split("1 row(s) in ")[1].strip()]
+    asked = subprocess.run(
+        [*SN, "sparql", q, "--kg", str(ttl), "-f", "csv"], capture_output=True, text=True, timeout=240, check=False,
+        env={**os.environ, "SPARQLNAV_HOME": str(tmp_path / "asked"), "SPARQLNAV_PROGRESS": "always"},
+    )
+    assert asked.stdout.splitlines() == ["n", "60000"]
+    assert "reading people.nt: 0 B of" in asked.stderr and "store of people.nt: 60,000 triples" in asked.stderr

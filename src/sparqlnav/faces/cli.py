@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sparqlnav.answer import Answer
@@ -31,9 +30,11 @@ from sparqlnav.faces.output import (
     write_records,
     write_result,
 )
+from sparqlnav.faces.progress import human_size, reporting
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
+from sparqlnav.graph.progress import Step
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
@@ -104,23 +105,9 @@ def settings_for(
 
 @contextmanager
 def opened(kg: str, settings: Settings) -> Iterator[KnowledgeGraph]:
-    """Open a KG, showing a progress bar while files load the first time."""
-    console = err()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("opening", total=None)
-
-        def report(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
-
-        graph = open_kg(kg, settings, progress=report)
+    """Open a KG, showing the progress of a first load (and a summary line of what it built) on a terminal."""
+    with reporting(err(), settings.progress) as reporter:
+        graph = open_kg(kg, settings, reporter=reporter)
     try:
         yield graph
     finally:
@@ -964,7 +951,8 @@ def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
         raise CliError("--names is for SPARQL endpoints (http(s):// URLs); local files are always indexed")
     start = time.monotonic()
     try:
-        path, problem = index_remote_names(kg, settings)
+        with reporting(err(), "never" if json_output else settings.progress) as reporter:
+            path, problem = index_remote_names(kg, settings, reporter=reporter)
     except KGError as exc:
         raise CliError(str(exc)) from None
     summary = {"names_index": str(path), "complete": not problem, "problem": problem,
@@ -1066,15 +1054,11 @@ def index_command(
         if not path.is_file():
             raise CliError(f"no such VoID file: {path}")
     spec = ("minilm" if chosen is not None else "none") if embedder == "auto" else embedder
-    console = err()
-    with opened(kg, settings) as graph, Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("indexing", total=None)
+    with opened(kg, settings) as graph, reporting(err(), settings.progress) as reporter:
 
         def report(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
+            if reporter is not None:
+                reporter.step(Step(message, done, total or None, "items"))
 
         synthesized: list[str] = []
         if synthesize_examples > 0:
@@ -1133,14 +1117,6 @@ cache_app = typer.Typer(
 app.add_typer(cache_app, name="cache")
 
 
-def _human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
 def _human_age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
@@ -1169,9 +1145,9 @@ def cache_command(ctx: typer.Context, format: FormatOpt = None, json_output: Jso
         table.add_column(column, overflow="fold", no_wrap=column == "store")
     for s in stores:
         source = s.files[0] if len(s.files) == 1 else f"{len(s.files)} files under {os.path.commonpath(s.files)}" if s.files else "?"
-        table.add_row(s.path.name, source, str(s.triples), _human_size(s.size_bytes), _human_age(s.age_s), s.status)
+        table.add_row(s.path.name, source, str(s.triples), human_size(s.size_bytes), _human_age(s.age_s), s.status)
     out().print(table)
-    err().print(f"{len(stores)} store(s), {_human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
+    err().print(f"{len(stores)} store(s), {human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
 
 
 @cache_app.command("clear")
@@ -1189,5 +1165,5 @@ def cache_clear_command(
         print(json.dumps({"removed": [s.to_json() for s in removed]}, ensure_ascii=False))
         return
     for s in removed:
-        out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {_human_size(s.size_bytes)})", markup=False, highlight=False)
-    err().print(f"{len(removed)} store(s) removed, {_human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)
+        out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {human_size(s.size_bytes)})", markup=False, highlight=False)
+    err().print(f"{len(removed)} store(s) removed, {human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)
