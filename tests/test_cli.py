@@ -173,3 +173,73 @@ def test_a_first_load_shows_progress_on_a_terminal_and_nothing_on_a_pipe(tmp_pat
     )
     assert asked.stdout.splitlines() == ["n", "60000"]
     assert "reading people.nt: 0 B of" in asked.stderr and "store of people.nt: 60,000 triples" in asked.stderr
+
+
+def _serve_logs(home: Path, *extra: str, terminal: bool) -> str:
+    """Start `serve` (its stderr a pseudo-terminal or a pipe), ask /api/info once, stop it: what it logged."""
+    import threading
+
+    import httpx
+
+    from test_hardening_runs import free_port, serve_env, wait_until
+
+    port = free_port()
+    args = [*SN, "serve", "--port", str(port), *extra]
+    env = {**serve_env(home), "TERM": "xterm", "NO_COLOR": "1"}
+    chunks: list[bytes] = []
+    if terminal:
+        import pty
+
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+        os.close(slave)
+
+        def drain() -> None:
+            while True:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                chunks.append(data)
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+    else:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/api/info", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return proc.poll() is not None
+
+    try:
+        assert wait_until(up, 60) and proc.poll() is None
+    finally:
+        proc.terminate()
+        if terminal:
+            proc.wait(timeout=30)
+            reader.join(timeout=10)
+            os.close(master)
+        else:
+            chunks.append(proc.communicate(timeout=30)[1])
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_serve_logs_lines_for_people_on_a_terminal_and_json_otherwise(tmp_path: Path) -> None:
+    import re
+
+    on_tty = _serve_logs(tmp_path, terminal=True)
+    lines = [line for line in on_tty.splitlines() if " request " in line and "path=/api/info" in line]
+    assert lines, on_tty
+    assert re.match(r"^\d\d:\d\d:\d\d info +request +.*method=GET path=/api/info status=200", lines[0]), lines[0]
+    assert not any(line.lstrip().startswith("{") for line in on_tty.splitlines())
+    for piped in (_serve_logs(tmp_path, terminal=False), _serve_logs(tmp_path, "--log-format", "json", terminal=True)):
+        logs = [json.loads(line) for line in piped.splitlines() if line.startswith("{")]
+        request = next(x for x in logs if x["msg"] == "request" and x["path"] == "/api/info")
+        assert request["status"] == 200 and request["level"] == "info"
+    forced = _serve_logs(tmp_path, "--log-format", "text", terminal=False)
+    assert re.search(r"^\d\d:\d\d:\d\d info +request .*path=/api/info status=200", forced, re.MULTILINE), forced

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from sparqlnav.answer import Answer
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.faces.logs import LogFormat
 from sparqlnav.faces.output import (
     TABLE_JSON,
     TABLE_JSON_CSV,
@@ -862,6 +863,9 @@ def serve_command(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     log_level: Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error (default info).")] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="text (lines for people), json (JSON lines) or auto: text on a terminal, else json.")
+    ] = LogFormat.auto,
 ) -> None:
     """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
     import uvicorn
@@ -874,6 +878,7 @@ def serve_command(
         parse_kgs,
         parse_pairs,
     )
+    from sparqlnav.faces.logs import ReadableFormatter, readable
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
@@ -911,7 +916,9 @@ def serve_command(
     host = config.host
     port = settings.serve.port if port is None else port
     check_can_listen(host, port)
-    configure_logging(log_level.upper() if log_level else settings.serve.log_level)
+    people = readable(log_format, sys.stderr.isatty())
+    configure_logging(log_level.upper() if log_level else settings.serve.log_level,
+                      formatter=ReadableFormatter() if people else None)
     app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")

@@ -104,8 +104,14 @@ def rdf_text(table: ResultTable, fmt: OutputFormat, prefixes: Mapping[str, str] 
         # Only prefixes the triples use: a Turtle header of forty unused prefixes hides the data.
         text = " ".join(t.value for row in table.rows for t in row.values())
         used = {p: ns for p, ns in (prefixes or {}).items() if p and ns and ns in text}
-        return ox.serialize(triples, format=ox.RdfFormat.TURTLE, prefixes=used).decode()
-    return ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode()
+        return _serialized(triples, ox.RdfFormat.TURTLE, used)
+    return _serialized(triples, ox.RdfFormat.N_TRIPLES, {})
+
+
+def _serialized(triples: list[ox.Triple], fmt: ox.RdfFormat, prefixes: dict[str, str]) -> str:
+    buf = io.BytesIO()  # with an output, serialize writes there and returns None
+    ox.serialize(triples, buf, fmt, prefixes=prefixes or None)
+    return buf.getvalue().decode()
 
 
 def _subject(term: Term) -> ox.NamedNode | ox.BlankNode:
