@@ -77,6 +77,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("cascade", "lexical_confidence"): ("SPARQLNAV_AUTO_LEXICAL_CONFIDENCE",),
     ("cascade", "singular_rows"): ("SPARQLNAV_AUTO_SINGULAR_ROWS",),
     ("debug", "on"): ("SPARQLNAV_DEBUG",),
+    ("progress", "on"): ("SPARQLNAV_PROGRESS",),
 }
 
 
@@ -251,6 +252,7 @@ class _Variables(PydanticBaseSettingsSource):
             if found is not None:
                 out.setdefault(place[0], {})[place[1]] = found[1]
         out["debug"] = out.pop("debug", {}).get("on", False)
+        out["progress"] = out.pop("progress", {}).get("on", "auto")
         llm = out.pop("llm", {})
         # A model alone would silently go to api.openai.com without a key: treat as unconfigured.
         if llm.get("model") and (llm.get("base_url") or llm.get("api_key")):
@@ -302,6 +304,7 @@ class Settings(BaseSettings):
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     cascade: CascadeSettings = Field(default_factory=CascadeSettings)
     debug: bool = False  # show tracebacks instead of one-line errors
+    progress: Literal["auto", "always", "never"] = "auto"  # progress of long work: auto = on a terminal only
 
     @classmethod
     def settings_customise_sources(

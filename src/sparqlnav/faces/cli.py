@@ -9,20 +9,33 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sparqlnav.answer import Answer
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.faces.logs import LogFormat
+from sparqlnav.faces.output import (
+    TABLE_JSON,
+    TABLE_JSON_CSV,
+    FormatOpt,
+    JsonOpt,
+    OutputFormat,
+    check_form,
+    chosen_format,
+    write_json,
+    write_records,
+    write_result,
+)
+from sparqlnav.faces.progress import human_size, reporting
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
+from sparqlnav.graph.progress import Step
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
@@ -50,7 +63,6 @@ TimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", min=0.001, help="Time limit per SPARQL query, in seconds (default 60)."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 LlmTimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -94,23 +106,9 @@ def settings_for(
 
 @contextmanager
 def opened(kg: str, settings: Settings) -> Iterator[KnowledgeGraph]:
-    """Open a KG, showing a progress bar while files load the first time."""
-    console = err()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("opening", total=None)
-
-        def report(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
-
-        graph = open_kg(kg, settings, progress=report)
+    """Open a KG, showing the progress of a first load (and a summary line of what it built) on a terminal."""
+    with reporting(err(), settings.progress) as reporter:
+        graph = open_kg(kg, settings, reporter=reporter)
     try:
         yield graph
     finally:
@@ -174,35 +172,29 @@ def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     return rt
 
 
-class Format(StrEnum):
-    """Output formats of `sparql`."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
 @app.command()
 def sparql(
     query: Annotated[str, typer.Argument(help="The query, a file holding it, or '-' for stdin.")],
     kg: KgOpt = "demo",
-    format: Annotated[
-        Format, typer.Option("--format", "-f", help="table, json (SPARQL 1.1 JSON) or csv.")
-    ] = Format.table,
+    format: FormatOpt = None,
+    json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Run a read-only SPARQL query."""
+    from sparqlnav.sparql.guard import query_form
+
+    fmt = chosen_format(format, json_output, verb="sparql")
     text = read_query(query)
+    check_form(fmt, query_form(text))  # before the graph opens: a wrong format costs no load
     with opened(kg, settings_for(timeout)) as graph:
-        result = graph.endpoint.query(declare_known_prefixes(text, graph))
+        text = declare_known_prefixes(text, graph)
+        result = graph.endpoint.query(text)
         if not result.ok:
             raise CliError(result.describe())
         assert result.table is not None
         table = result.table
-        if format is Format.json:
-            sys.stdout.write(json.dumps(table.to_sparql_json(), ensure_ascii=False) + "\n")
-        elif format is Format.csv:
-            sys.stdout.write(table.to_csv())
+        if fmt is not OutputFormat.table:
+            write_result(table, fmt, form=query_form(text), prefixes=graph.prefixes.mapping)
         elif table.is_boolean:
             out().print("true" if table.boolean else "false")
         else:
@@ -218,6 +210,7 @@ def sparql(
 def search(
     text: Annotated[str, typer.Argument(help="A name, possibly partial or misspelt.")],
     kg: KgOpt = "demo",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     limit: Annotated[
         int, typer.Option("--limit", help="How many entities (properties: half as many).")
@@ -227,12 +220,17 @@ def search(
     """Find entities and properties by label, alias or description."""
     from sparqlnav.tools.lookup import search as do_search
 
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="search")
     if not text.strip():
         raise CliError("nothing to search for: the text is empty")
     with opened(kg, settings_for(timeout)) as graph:
         found = do_search(graph, text, entities=limit, properties=max(1, limit // 2))
-        if json_output:
-            print(json.dumps(found.to_json(), ensure_ascii=False))
+        if fmt is OutputFormat.json:
+            write_json(found.to_json())
+        elif fmt is OutputFormat.csv:
+            data = found.to_json()
+            hits = [{**h, "kind": kind} for kind, key in (("entity", "entities"), ("property", "properties")) for h in data[key]]
+            write_records(hits, [*dict.fromkeys(k for h in hits for k in h)] or ["iri", "kind"])
         else:
             out().print(found.to_text(graph), markup=False, highlight=False)
 
@@ -243,6 +241,7 @@ def entity(
         str, typer.Argument(metavar="ID", help="IRI, prefixed name, Q/P id, or a name to look up.")
     ],
     kg: KgOpt = "demo",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
@@ -250,13 +249,21 @@ def entity(
     from sparqlnav.tools.lookup import entity as do_entity
     from sparqlnav.tools.lookup import resolve_name
 
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="entity")
     with opened(kg, settings_for(timeout)) as graph:
         iri, hit = resolve_name(graph, ident)
-        if hit is not None and not json_output:
+        if hit is not None and fmt is OutputFormat.table:
             err().print(f"{ident!r} → {graph.prefixes.compact(iri)} ({hit.label})", style="dim", markup=False)
         page = do_entity(graph, iri)
-        if json_output:
-            print(json.dumps(page.to_json(), ensure_ascii=False))
+        if fmt is OutputFormat.json:
+            write_json(page.to_json())
+        elif fmt is OutputFormat.csv:
+            edges = [
+                {"property": e["property"], "property_label": e["label"], "value": v["value"]["value"],
+                 "value_label": v["label"], "qualifiers": [f"{q['property']}={q['value']['value']}" for q in v["qualifiers"]]}
+                for e in page.to_json()["edges"] for v in e["values"]
+            ]  # fmt: skip
+            write_records(edges, ["property", "property_label", "value", "value_label", "qualifiers"])
         else:
             out().print(page.to_text(graph), markup=False, highlight=False)
 
@@ -335,6 +342,7 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question, in plain language.")],
     kg: KgOpt = "demo",
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="auto, lexical, explore, retrieve, …")] = "auto",
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
@@ -347,6 +355,8 @@ def ask(
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
+    fmt = chosen_format(format, json_output, verb="ask")
+    machine = fmt is not OutputFormat.table
     if not question.strip():
         raise CliError("no question: the question is empty")
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
@@ -354,22 +364,32 @@ def ask(
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
     console = err()
-    if strategy == "auto" and llm is None and not json_output:
+    if strategy == "auto" and llm is None and not machine:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
     with opened(kg, settings) as graph:
         shown = _StepPrinter(console)
         result = ask_question(
-            question, kg=graph, strategy=chosen, on_event=None if json_output or quiet else shown
+            question, kg=graph, strategy=chosen, on_event=None if machine or quiet else shown
         )
         shown.close()
-        if json_output:
-            print(json.dumps(result.to_json(), ensure_ascii=False, default=str))
-            if result.status == "error":
-                raise typer.Exit(1)
-            return
-        _show_answer(result, graph, console)
+        if fmt is OutputFormat.json:
+            write_json(result.to_json())
+        elif machine:
+            _write_answer_result(result, fmt, graph)
+        else:
+            _show_answer(result, graph, console)
         if result.status == "error":
             raise typer.Exit(1)
+
+
+def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGraph) -> None:
+    """The rows of an answer's query in csv, turtle or ntriples (the answer's words go to stderr)."""
+    from sparqlnav.sparql.guard import query_form
+
+    if result.results is None or result.sparql is None:
+        raise CliError(f"no results to write as {fmt.value}: {result.text}")
+    write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
+    err().print(result.text, markup=False, highlight=False)
 
 
 def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> None:
@@ -530,6 +550,7 @@ def score(
             help="JSONL file, one {id, gold, predicted} object per line (SPARQL 1.1 JSON results; predicted may be null)."
         ),
     ],
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     judge: Annotated[
         bool, typer.Option("--judge", help="Also ask the configured LLM whether each free-text answer matches the gold.")
@@ -538,6 +559,7 @@ def score(
 ) -> None:
     """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset;
     free-text answers (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="score") is OutputFormat.json
     from sparqlnav.evaluation.judge import LLMJudge
     from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
 
@@ -603,9 +625,11 @@ def eval_command(
     llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     sources: SourcesOpt = None,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="eval") is OutputFormat.json
     from sparqlnav.evaluation.datasets import DatasetFormatError
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table
     from sparqlnav.evaluation.runner import (
@@ -703,9 +727,11 @@ def report_command(
         Path | None, typer.Option("--out", help="Where to write compare.md and plots when comparing runs.")
     ] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Rebuild a run's summary.json, report.md and plots; with several folders, compare them side by side."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="report") is OutputFormat.json
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table, write_report
 
     try:
@@ -739,10 +765,12 @@ def validate_command(
         ),
     ] = None,
     void: Annotated[Path | None, typer.Option("--void", help="Check against the schema in this VoID file.")] = None,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
     schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="validate") is OutputFormat.json
     from sparqlnav.graph.schema import Schema, schema_from_void_file
     from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
@@ -835,6 +863,9 @@ def serve_command(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     log_level: Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error (default info).")] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="text (lines for people), json (JSON lines) or auto: text on a terminal, else json.")
+    ] = LogFormat.auto,
 ) -> None:
     """Serve the HTTP API (with streaming), the web UI, the TEXT2SPARQL endpoint and MCP at /mcp."""
     import uvicorn
@@ -847,6 +878,7 @@ def serve_command(
         parse_kgs,
         parse_pairs,
     )
+    from sparqlnav.faces.logs import ReadableFormatter, readable
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
@@ -884,7 +916,9 @@ def serve_command(
     host = config.host
     port = settings.serve.port if port is None else port
     check_can_listen(host, port)
-    configure_logging(log_level.upper() if log_level else settings.serve.log_level)
+    people = readable(log_format, sys.stderr.isatty())
+    configure_logging(log_level.upper() if log_level else settings.serve.log_level,
+                      formatter=ReadableFormatter() if people else None)
     app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")
@@ -924,7 +958,8 @@ def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
         raise CliError("--names is for SPARQL endpoints (http(s):// URLs); local files are always indexed")
     start = time.monotonic()
     try:
-        path, problem = index_remote_names(kg, settings)
+        with reporting(err(), "never" if json_output else settings.progress) as reporter:
+            path, problem = index_remote_names(kg, settings, reporter=reporter)
     except KGError as exc:
         raise CliError(str(exc)) from None
     summary = {"names_index": str(path), "complete": not problem, "problem": problem,
@@ -990,10 +1025,12 @@ def index_command(
         int,
         typer.Option("--synthesize-examples", help="Ask the LLM for N question–query pairs over the schema; index those that run and return rows (marked synthetic)."),
     ] = 0,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Build or refresh the retrieval index of a KG (examples, class shapes, endpoint descriptions, documents)."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="index") is OutputFormat.json
     import hashlib
 
     if names:
@@ -1024,15 +1061,11 @@ def index_command(
         if not path.is_file():
             raise CliError(f"no such VoID file: {path}")
     spec = ("minilm" if chosen is not None else "none") if embedder == "auto" else embedder
-    console = err()
-    with opened(kg, settings) as graph, Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("indexing", total=None)
+    with opened(kg, settings) as graph, reporting(err(), settings.progress) as reporter:
 
         def report(message: str, done: int, total: int) -> None:
-            progress.update(task, description=message, completed=done, total=total)
+            if reporter is not None:
+                reporter.step(Step(message, done, total or None, "items"))
 
         synthesized: list[str] = []
         if synthesize_examples > 0:
@@ -1091,14 +1124,6 @@ cache_app = typer.Typer(
 app.add_typer(cache_app, name="cache")
 
 
-def _human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
 def _human_age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
@@ -1107,33 +1132,39 @@ def _human_age(seconds: float) -> str:
 
 
 @cache_app.callback(invoke_without_command=True)
-def cache_command(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+def cache_command(ctx: typer.Context, format: FormatOpt = None, json_output: JsonOpt = False) -> None:
     """List the stores built from local RDF files: source, size, age, and whether the source changed since."""
     from sparqlnav.graph.cache import list_stores
 
     if ctx.invoked_subcommand is not None:
         return
+    fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="cache")
     stores_dir = settings_for(None).paths.stores_dir
     stores = list_stores(stores_dir)
-    if json_output:
-        print(json.dumps({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]}, ensure_ascii=False))
+    if fmt is OutputFormat.json:
+        write_json({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]})
+        return
+    if fmt is OutputFormat.csv:
+        write_records([s.to_json() for s in stores], ["path", "files", "triples", "size_bytes", "age_s", "status"])
         return
     table = Table(title=str(stores_dir))
     for column in ("store", "source", "triples", "size", "age", "status"):
         table.add_column(column, overflow="fold", no_wrap=column == "store")
     for s in stores:
         source = s.files[0] if len(s.files) == 1 else f"{len(s.files)} files under {os.path.commonpath(s.files)}" if s.files else "?"
-        table.add_row(s.path.name, source, str(s.triples), _human_size(s.size_bytes), _human_age(s.age_s), s.status)
+        table.add_row(s.path.name, source, str(s.triples), human_size(s.size_bytes), _human_age(s.age_s), s.status)
     out().print(table)
-    err().print(f"{len(stores)} store(s), {_human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
+    err().print(f"{len(stores)} store(s), {human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
 
 
 @cache_app.command("clear")
 def cache_clear_command(
     everything: Annotated[bool, typer.Option("--all", help="Remove every store, not only stale and damaged ones.")] = False,
+    format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Remove stores whose source files changed or are gone, damaged ones and abandoned builds (--all: every store)."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="cache clear") is OutputFormat.json
     from sparqlnav.graph.cache import clear_stores
 
     removed = clear_stores(settings_for(None).paths.stores_dir, everything=everything)
@@ -1141,5 +1172,5 @@ def cache_clear_command(
         print(json.dumps({"removed": [s.to_json() for s in removed]}, ensure_ascii=False))
         return
     for s in removed:
-        out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {_human_size(s.size_bytes)})", markup=False, highlight=False)
-    err().print(f"{len(removed)} store(s) removed, {_human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)
+        out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {human_size(s.size_bytes)})", markup=False, highlight=False)
+    err().print(f"{len(removed)} store(s) removed, {human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)

@@ -93,10 +93,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
-def configure_logging(level: str = "INFO", stream: Any = None) -> None:
-    """Send every log record (ours, uvicorn's, the MCP SDK's) to `stream` as JSON lines."""
+def configure_logging(level: str = "INFO", stream: Any = None, formatter: logging.Formatter | None = None) -> None:
+    """Send every log record (ours, uvicorn's, the MCP SDK's) to `stream` as JSON lines (or with `formatter`)."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(formatter or JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -203,8 +203,10 @@ class LabelIndex:
             if not is_iri and not isinstance(quad.object, ox.Literal):
                 continue
             collector.add(quad.subject.value, quad.predicate.value, value, is_iri, lang)
-            if progress and i % 100_000 == 0:
+            if progress and i % 10_000 == 0:
                 progress(i)
+        if progress:
+            progress(len(store))  # every triple read; what remains is writing the index
         collector.finish()
         return cls._write(path, collector)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex, Names
 from sparqlnav.graph.profile import load_or_probe
+from sparqlnav.graph.progress import Built, Reporter, Step, folder_size
 from sparqlnav.graph.search import EndpointNames
-from sparqlnav.graph.store import LocalGraph, ProgressFn, ensure_store, rdf_files
+from sparqlnav.graph.store import LocalGraph, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
 from sparqlnav.graph.wikidata import open_wikidata
 from sparqlnav.settings import Settings
@@ -30,18 +32,18 @@ def demo_path() -> Path:
     return Path(str(resources.files("sparqlnav") / "data" / "demo" / "demo.ttl"))
 
 
-def open_kg(spec: str, settings: Settings, *, progress: ProgressFn | None = None) -> KnowledgeGraph:
+def open_kg(spec: str, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
     """Resolve a `--kg` value into an open knowledge graph."""
     spec = spec.strip()
     if spec in ("", "demo"):
-        return open_local(demo_path(), settings, name="demo", progress=progress)
+        return open_local(demo_path(), settings, name="demo", reporter=reporter)
     if spec == "wikidata":
         return open_wikidata(settings)
     if spec.startswith(("http://", "https://")):
-        return open_remote(spec, settings, progress=progress)
+        return open_remote(spec, settings, reporter=reporter)
     path = Path(spec).expanduser()
     if path.exists():
-        return open_local(path, settings, name=path.name, progress=progress)
+        return open_local(path, settings, name=path.name, reporter=reporter)
     if _looks_like_path(spec):
         raise KGError(f"no such file or folder: {spec}{near_name(path)}")
     raise KGError(
@@ -89,12 +91,13 @@ def _file_prefixes(files: list[Path]) -> dict[str, str]:
 
 
 def open_local(
-    path: Path, settings: Settings, *, name: str, progress: ProgressFn | None = None
+    path: Path, settings: Settings, *, name: str, reporter: Reporter | None = None
 ) -> KnowledgeGraph:
     """Load RDF files (once; later runs reuse the store) and serve them through a managed Oxigraph process."""
     try:
         files = rdf_files(path)
-        info = ensure_store(files, settings.paths.stores_dir, progress)
+        started = time.monotonic()
+        info = ensure_store(files, settings.paths.stores_dir, reporter)
     except OSError as exc:
         raise KGError(f"cannot open {path}: {exc}") from None
     store = ox.Store.read_only(str(info.data_dir))
@@ -106,9 +109,18 @@ def open_local(
     )
     vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
     index_path = info.path / "labels.sqlite"
+    built = info.built_s is not None
     if not LabelIndex.exists(index_path):
-        LabelIndex.build_from_store(store, index_path, vocab)
+        built = True
+        task = "building the name index"
+        counted = None if reporter is None else (lambda done: reporter.step(Step(task, done, info.triples, "triples")))
+        if reporter:
+            reporter.step(Step(task, 0, info.triples, "triples"))
+        LabelIndex.build_from_store(store, index_path, vocab, progress=counted)
     del store
+    if built and reporter:
+        what = f"store of {files[0].name}" if len(files) == 1 else f"store of {len(files)} files under {path}"
+        reporter.built(Built(what, info.path, folder_size(info.path), info.triples, time.monotonic() - started))
     mapping = {**_file_prefixes(files), **(wb.prefixes() if wb else {})}
     endpoint = LocalGraph(
         info,
@@ -128,6 +140,9 @@ def open_local(
     )
 
 
+_NameRow = tuple[str, str, str, bool, str | None]  # subject, predicate, object, object is an IRI, language
+
+
 class _NamePages:
     """Names and predicate usage of a remote graph, fetched page by page; notes whether it got them all."""
 
@@ -137,7 +152,7 @@ class _NamePages:
         self.complete = True
         self.problem = ""
 
-    def __iter__(self) -> Iterator[tuple[str, str, str, bool, str | None]]:
+    def __iter__(self) -> Iterator[_NameRow]:
         preds = " ".join(f"<{p}>" for p in self.vocab.text_predicates)
         # A page no larger than the row cap, or every page would come back cut and end the loop.
         page, offset = min(50_000, self.endpoint.limits.max_rows), 0
@@ -193,33 +208,47 @@ def _remote_endpoint(url: str, settings: Settings) -> tuple[RemoteEndpoint, Wiki
 
 
 def download_names(
-    endpoint: RemoteEndpoint, vocab: Vocabulary, index_path: Path, *, progress: ProgressFn | None = None
+    endpoint: RemoteEndpoint, vocab: Vocabulary, index_path: Path, *, reporter: Reporter | None = None
 ) -> tuple[Path, str]:
     """Page an endpoint's names into a local index: (the index file, "" or why it is incomplete). An index
     built from an incomplete read is kept beside the real one and used for this run only."""
-    if progress:
-        progress(f"indexing names of {endpoint.url}", 0, 1)
+    task, started = f"indexing names of {endpoint.url}", time.monotonic()
+    if reporter:
+        reporter.step(Step(task, 0, None, "names"))
     partial = index_path.with_name("labels.partial.sqlite")
     pages = _NamePages(endpoint, vocab)
-    LabelIndex.build_from_triples(pages, partial, vocab, _remote_predicates(endpoint))
+    rows = pages if reporter is None else _counted(pages, lambda n: reporter.step(Step(task, n, None, "names")))
+    LabelIndex.build_from_triples(rows, partial, vocab, _remote_predicates(endpoint))
+    target = index_path if pages.complete else partial
     if pages.complete:
         partial.replace(index_path)
-        return index_path, ""
-    return partial, pages.problem
+    if reporter:
+        reporter.built(Built(f"names of {endpoint.url}", target, folder_size(target), None, time.monotonic() - started))
+    return target, pages.problem
 
 
-def index_remote_names(url: str, settings: Settings, *, progress: ProgressFn | None = None) -> tuple[Path, str]:
+def _counted(rows: Iterable[_NameRow], report: Callable[[int], None], every: int = 5_000) -> Iterator[_NameRow]:
+    """The rows, reporting how many have passed every `every` rows."""
+    n = 0
+    for n, row in enumerate(rows, start=1):
+        if n % every == 0:
+            report(n)
+        yield row
+    report(n)
+
+
+def index_remote_names(url: str, settings: Settings, *, reporter: Reporter | None = None) -> tuple[Path, str]:
     """Build (or rebuild) the local name index of an endpoint whatever its size (`sparqlnav index --names`)."""
     endpoint, wb = _remote_endpoint(url, settings)
     try:
         vocab = Vocabulary.for_wikibase(wb) if wb else Vocabulary()
-        return download_names(endpoint, vocab, remote_dir(url, settings) / "labels.sqlite", progress=progress)
+        return download_names(endpoint, vocab, remote_dir(url, settings) / "labels.sqlite", reporter=reporter)
     finally:
         endpoint.close()
 
 
 def open_remote(
-    url: str, settings: Settings, *, progress: ProgressFn | None = None
+    url: str, settings: Settings, *, reporter: Reporter | None = None
 ) -> KnowledgeGraph:
     """A SPARQL endpoint over HTTP. Names come from a local index when one was built (`index --names`) or the
     endpoint is small (SPARQLNAV_NAME_INDEX_MAX_TRIPLES); otherwise from the endpoint's own text search, nothing
@@ -236,7 +265,7 @@ def open_remote(
     else:
         profile = load_or_probe(folder / "endpoint.json", endpoint, vocab)
         if profile.is_small(settings.remote.name_index_max_triples):
-            target, problem = download_names(endpoint, vocab, index_path, progress=progress)
+            target, problem = download_names(endpoint, vocab, index_path, reporter=reporter)
             names, note = LabelIndex(target), f"names index incomplete: {problem}" if problem else ""
         else:
             names = EndpointNames(endpoint, vocab, profile.search, schema_terms=profile.schema_terms)

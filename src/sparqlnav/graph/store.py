@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
@@ -23,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ import pyoxigraph as ox
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.entities import EntityExpansionError, check_entity_expansion
+from sparqlnav.graph.progress import CountingReader, Reporter, Step
 
 FORMATS: dict[str, ox.RdfFormat] = {
     ".ttl": ox.RdfFormat.TURTLE,
@@ -54,9 +57,6 @@ STORE_FORMAT_VERSION = "1"  # bump when the on-disk layout changes, so old store
 BUILD_PREFIX = ".build-"  # folders of stores being built; renamed to their key when complete
 
 log = logging.getLogger(__name__)
-
-ProgressFn = Callable[[str, int, int], None]  # (message, done, total)
-
 
 class LoadError(SparqlnavError):
     """A file could not be loaded; the message names the file and the parser's complaint."""
@@ -94,6 +94,7 @@ class StoreInfo:
     path: Path
     files: tuple[str, ...]
     triples: int
+    built_s: float | None = None  # seconds this process spent building it; None when it was there already
 
     @property
     def data_dir(self) -> Path:
@@ -102,11 +103,12 @@ class StoreInfo:
 
 
 def ensure_store(
-    files: list[Path], stores_dir: Path, progress: ProgressFn | None = None
+    files: list[Path], stores_dir: Path, reporter: Reporter | None = None
 ) -> StoreInfo:
     """Load files into a store under `stores_dir` unless an up-to-date one exists; atomic and crash-safe.
 
     Leftovers of builds whose process died are removed first; a damaged store is rebuilt from its files.
+    `reporter` hears the bytes read of each file as the parser takes them.
     """
     stores_dir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(stores_dir)
@@ -117,8 +119,8 @@ def ensure_store(
             return read_store(final)
         notice = f"the store {final} is damaged ({problem}); rebuilding it from its source files"
         log.warning("%s", notice)
-        if progress:
-            progress(notice, 0, len(files))
+        if reporter:
+            reporter.step(Step(notice, 0, len(files), "items"))
         shutil.rmtree(final, ignore_errors=True)
     for f in files:
         if FORMATS[f.suffix.lower()] == ox.RdfFormat.RDF_XML:
@@ -126,22 +128,17 @@ def ensure_store(
                 check_entity_expansion(f)
             except EntityExpansionError as exc:
                 raise LoadError(f"cannot load {f}: {exc}") from None
+    started = time.monotonic()
     with _build_folder(stores_dir, final.name) as tmp:
         store = ox.Store(str(tmp / "oxigraph"))
         for i, f in enumerate(files):
-            if progress:
-                progress(f"loading {f.name}", i, len(files))
             try:
-                store.bulk_load(
-                    path=str(f), format=FORMATS[f.suffix.lower()], base_iri=f.resolve().as_uri()
-                )
+                _load_file(store, f, reporter, f"reading {f.name}" + (f" ({i + 1}/{len(files)})" if len(files) > 1 else ""))
             except SyntaxError as exc:
                 raise LoadError(f"cannot load {f}: {exc}") from None
         triples = len(store)
         store.flush()
         del store  # closes RocksDB before the folder moves
-        if progress:
-            progress("loaded", len(files), len(files))
         info = {
             "files": [str(f.resolve()) for f in files],
             "triples": triples,
@@ -151,7 +148,21 @@ def ensure_store(
         with contextlib.suppress(OSError):  # another process finished the same store first; use theirs
             tmp.rename(final)
     _remove_superseded(stores_dir, final)
-    return read_store(final)
+    return dataclasses.replace(read_store(final), built_s=time.monotonic() - started)
+
+
+def _load_file(store: ox.Store, f: Path, reporter: Reporter | None, task: str) -> None:
+    """Bulk-load one file; with a reporter, through a reader that counts the bytes the parser took."""
+    fmt, base = FORMATS[f.suffix.lower()], f.resolve().as_uri()
+    if reporter is None:
+        store.bulk_load(path=str(f), format=fmt, base_iri=base)
+        return
+    size = f.stat().st_size
+    reporter.step(Step(task, 0, size, "bytes"))
+    with f.open("rb") as raw:
+        reader = CountingReader(raw, lambda done: reporter.step(Step(task, done, size, "bytes")))
+        # Buffered in 1 MiB reads: the parser's own small reads would report thousands of times a second.
+        store.bulk_load(input=io.BufferedReader(reader, buffer_size=1 << 20), format=fmt, base_iri=base)
 
 
 def read_store(path: Path) -> StoreInfo:

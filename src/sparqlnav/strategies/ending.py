@@ -11,6 +11,7 @@ from sparqlnav.context import RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.llm.client import BudgetExceeded, LLMError, LLMReply, Message
+from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace
 
@@ -18,12 +19,19 @@ ANSWER_ROWS = 10  # rows (first and last) the answer writer sees; a plain answer
 Chat = Callable[[list[Message], str], LLMReply]  # messages, purpose -> reply (the strategy's own accounting)
 
 
-def plain_answer(table: ResultTable, kg: KnowledgeGraph) -> str:
-    """The result in words without an LLM: the boolean, or the first values with their labels."""
+def plain_answer(table: ResultTable, kg: KnowledgeGraph, question: str = "") -> str:
+    """The result in words without an LLM: the boolean, or the first values with their labels, literals worded for
+    people by what the question asks (a year for "In what year…")."""
     if table.boolean is not None:
-        return "yes" if table.boolean else "no"
+        return yes_no(table.boolean)
     labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0)
-    rows = table.display_rows(kg.prefixes, labels)
+    labels |= unit_labels((t for row in table.rows[:ANSWER_ROWS] for t in row.values()), kg.names)
+    asked = Asked.of(question)
+    rows = [
+        [for_people(term, asked, labels) if term is not None and term.kind == "literal" else cell
+         for term, cell in zip((row.get(v) for v in table.vars), shown, strict=True)]
+        for row, shown in zip(table.rows, table.display_rows(kg.prefixes, labels), strict=True)
+    ]  # fmt: skip
     shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:ANSWER_ROWS])
     more = f" (and {len(rows) - ANSWER_ROWS} more)" if len(rows) > ANSWER_ROWS else ""
     return f"The query returned: {shown}{more}"
@@ -53,7 +61,7 @@ def worded(
     try:
         return write_answer(chat, kg, context, question, sparql, table), None
     except BudgetExceeded:  # no LLM time left to phrase it: show the result itself
-        return plain_answer(table, kg), None
+        return plain_answer(table, kg, question), None
     except LLMError as exc:
         trace.emit("error", message=str(exc))
         return f"The answer could not be written: {exc}", str(exc)

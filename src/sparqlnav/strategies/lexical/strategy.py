@@ -17,6 +17,7 @@ from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import WordToken, content_positions, is_stopword, link
+from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
@@ -265,8 +266,9 @@ class _Run:
         """The answer in words, from the result and its labels."""
         table = c.result
         assert table is not None
+        asked = Asked.of(self.question)
         if c.form == "ask":
-            return "Yes." if table.boolean else "No."
+            return f"{yes_no(bool(table.boolean))}."
         if c.form == "count":
             n = table.rows[0].get("count") if table.rows else None
             return f"There are {n.value if n else 0}."
@@ -276,7 +278,8 @@ class _Run:
             return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
         values = table.column("a")
         labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0)  # every row binds ?a
-        shown = [_show(v, labels) for v in values[:10]]
+        labels |= unit_labels(values[:10], self.ctx.kg.names)
+        shown = [_show(v, labels, asked) for v in values[:10]]
         more = len(values) - len(shown)
         listed = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
         if more > 0:
@@ -316,10 +319,10 @@ def _ignorable(tokens: Sequence[WordToken]) -> set[int]:
     }
 
 
-def _show(term: Term, labels: dict[str, str]) -> str:
+def _show(term: Term, labels: dict[str, str], asked: Asked) -> str:
     if term.kind == "uri":
         return labels.get(term.value) or humanise(local_name(term.value)) or term.value
-    return clip(term.value, 80)
+    return clip(for_people(term, asked, labels), 80)
 
 
 def _round(value: str) -> str:

@@ -1,0 +1,148 @@
+"""How every CLI verb writes what it produced: the one `--format` choice (with `--json` as its shorthand) and the
+writers for tables (people), SPARQL JSON, CSV, and Turtle / N-Triples for CONSTRUCT and DESCRIBE results."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import Annotated, Any
+
+import pyoxigraph as ox
+import typer
+
+from sparqlnav.errors import SparqlnavError
+from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.sparql.guard import QueryForm
+
+
+class OutputFormat(StrEnum):
+    """What a verb writes on stdout."""
+
+    table = "table"  # for people: tables and sentences
+    json = "json"
+    csv = "csv"
+    turtle = "turtle"  # CONSTRUCT / DESCRIBE results only
+    ntriples = "ntriples"
+
+
+class FormatError(SparqlnavError):
+    """A format the verb (or this result) cannot be written in; the message names the ones it can."""
+
+
+RDF_FORMATS = frozenset({OutputFormat.turtle, OutputFormat.ntriples})
+EVERY_FORMAT = frozenset(OutputFormat)
+TABLE_JSON_CSV = frozenset({OutputFormat.table, OutputFormat.json, OutputFormat.csv})
+TABLE_JSON = frozenset({OutputFormat.table, OutputFormat.json})
+
+FormatOpt = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--format", "-f", case_sensitive=False,
+        help="table (for people), json, csv, or for CONSTRUCT/DESCRIBE results turtle or ntriples.",
+    ),
+]  # fmt: skip
+JsonOpt = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")]
+
+
+def chosen_format(
+    format: OutputFormat | None, json_flag: bool, *, allowed: frozenset[OutputFormat] = EVERY_FORMAT, verb: str
+) -> OutputFormat:
+    """The verb's format from `--format` and `--json` (which must agree); FormatError for one it cannot write."""
+    if json_flag and format not in (None, OutputFormat.json):
+        raise FormatError(f"--json and --format {format} disagree: give one of them")
+    chosen = OutputFormat.json if json_flag else format or OutputFormat.table
+    if chosen not in allowed:
+        names = ", ".join(f.value for f in OutputFormat if f in allowed)
+        raise FormatError(f"`{verb}` cannot write {chosen.value}: its formats are {names}")
+    return chosen
+
+
+def write_json(data: Any) -> None:
+    """One JSON object on one line of stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+
+
+def records_csv(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV of flat records with a header row (missing values empty; lists joined with '; ')."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    writer.writerow(columns)
+    for record in records:
+        writer.writerow([_cell(record.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return "; ".join(_cell(v) for v in value)
+    return str(value)
+
+
+def write_records(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    """Flat records as CSV on stdout."""
+    sys.stdout.write(records_csv(records, columns))
+
+
+def is_graph(form: QueryForm | None) -> bool:
+    """True for the query forms whose results are triples."""
+    return form in ("CONSTRUCT", "DESCRIBE")
+
+
+def rdf_text(table: ResultTable, fmt: OutputFormat, prefixes: Mapping[str, str] | None = None) -> str:
+    """The triples of a CONSTRUCT/DESCRIBE result as Turtle (with `prefixes`) or N-Triples."""
+    triples = [
+        ox.Triple(_subject(row["subject"]), ox.NamedNode(row["predicate"].value), _object(row["object"]))
+        for row in table.rows
+    ]
+    if fmt is OutputFormat.turtle:
+        # Only prefixes the triples use: a Turtle header of forty unused prefixes hides the data.
+        text = " ".join(t.value for row in table.rows for t in row.values())
+        used = {p: ns for p, ns in (prefixes or {}).items() if p and ns and ns in text}
+        return _serialized(triples, ox.RdfFormat.TURTLE, used)
+    return _serialized(triples, ox.RdfFormat.N_TRIPLES, {})
+
+
+def _serialized(triples: list[ox.Triple], fmt: ox.RdfFormat, prefixes: dict[str, str]) -> str:
+    buf = io.BytesIO()  # with an output, serialize writes there and returns None
+    ox.serialize(triples, buf, fmt, prefixes=prefixes or None)
+    return buf.getvalue().decode()
+
+
+def _subject(term: Term) -> ox.NamedNode | ox.BlankNode:
+    return ox.BlankNode(term.value) if term.kind == "bnode" else ox.NamedNode(term.value)
+
+
+def _object(term: Term) -> ox.NamedNode | ox.BlankNode | ox.Literal:
+    if term.kind == "literal":
+        if term.lang:
+            return ox.Literal(term.value, language=term.lang)
+        return ox.Literal(term.value, datatype=ox.NamedNode(term.datatype) if term.datatype else None)
+    return _subject(term)
+
+
+def check_form(fmt: OutputFormat, form: QueryForm | None) -> None:
+    """FormatError when an RDF format is asked for a result that holds no triples."""
+    if fmt in RDF_FORMATS and not is_graph(form):
+        raise FormatError(f"{fmt.value} is for CONSTRUCT and DESCRIBE results; this query is a {form or 'non-query'}")
+
+
+def write_result(
+    table: ResultTable, fmt: OutputFormat, *, form: QueryForm | None, prefixes: Mapping[str, str] | None = None
+) -> None:
+    """A query result in a machine format on stdout (json, csv, turtle, ntriples); tables for people are the
+    verb's own, since they need the graph's labels."""
+    check_form(fmt, form)
+    if fmt is OutputFormat.json:
+        write_json(table.to_sparql_json())
+    elif fmt is OutputFormat.csv:
+        sys.stdout.write(table.to_csv())
+    elif fmt in RDF_FORMATS:
+        sys.stdout.write(rdf_text(table, fmt, prefixes))
+    else:
+        raise FormatError("tables for people are drawn by the verb itself")
