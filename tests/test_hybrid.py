@@ -128,6 +128,19 @@ def test_a_question_answered_only_from_a_table(scripted_llm: ScriptedLLM, demo: 
     assert events == [(e["id"], e["kind"], e["ref"]) for e in answer.extra["evidence"]]
 
 
+
+def test_the_short_answer_line_is_kept_apart_for_exact_match(scripted_llm: ScriptedLLM, demo: KnowledgeGraph,
+                                                             demo_index: LocalIndex) -> None:
+    # EM compares a quiz-style answer, as SPAGHETTI's does; the sentences for people keep their citations.
+    scripted_llm.script([router({"kryptos": "In Ramsay's table, krypton comes from the Greek kryptos, hidden."},
+                                answer="**Short answer:** hidden [E1]\nThe name krypton means hidden",
+                                cite=("hidden",))] * 30)
+    answer = ask(scripted_llm, demo, demo_index, "What does the Greek word behind the name krypton mean?")
+    assert answer.extra["short_answer"] == "hidden"
+    assert "Short answer" not in answer.text and answer.text.startswith("The name krypton means hidden[E")
+    assert cited(answer)[0]["kind"] == "table"
+    assert answer_em(["hidden"], answer.extra["short_answer"]) and not answer_em(["hidden"], answer.text)
+
 def test_a_question_answered_only_from_text(scripted_llm: ScriptedLLM, demo: KnowledgeGraph,
                                             demo_index: LocalIndex) -> None:
     fact = "Moissan isolated fluorine by electrolysing potassium hydrogen fluoride in liquid hydrogen fluoride."

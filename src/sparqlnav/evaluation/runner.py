@@ -247,7 +247,9 @@ def make_record(
     record["metrics"] = scores.to_dict() if scores else None
     # A free-text answer against gold answer strings (the hybrid questions): EM and Superset of the text.
     # Gold IRIs are not text an answer could contain: only literal gold values are scored this way.
-    text = answer.get("answer")
+    # A short answer (hybrid's quiz-style line) is what EM and Superset compare, as SPAGHETTI compares its
+    # generated answer; the full text would fail EM on every sentence and pass Superset too easily.
+    text = (answer.get("extra") or {}).get("short_answer") or answer.get("answer")
     parts = gold_strings(gold.results) if gold.values_only and gold.results is not None and not bad_gold else []
     textual = bool(parts) and not any(p.startswith(("http://", "https://")) for p in parts)
     record["text_metrics"] = score_text(parts, text if isinstance(text, str) else None).to_dict() if textual else None

@@ -94,16 +94,32 @@ def _is_date(term: Term) -> bool:
     return (term.datatype or "") in DATE_TYPES or bool(_DATE_TEXT.match(term.value.strip()))
 
 
-def _outcome(answer: Answer) -> str:
+def outcome_of(answer: Answer) -> str:
     """What a stage's query gave, in a few words, for a handover."""
     if answer.status == "error":
         return answer.error or answer.text
     table = answer.results
+    if table is None and not answer.sparql:
+        # A guess kept aside (lexical below its threshold) did run: say what it gave, not "no rows".
+        guess = answer.extra.get("best_guess")
+        rows = _guess_rows(guess.get("results") if isinstance(guess, dict) else None)
+        if rows is not None:
+            return f"{rows} row(s), but the strategy was not sure they answer the question" if rows else "no rows"
     if table is None or table.is_empty:
         return "no rows"
     if table.boolean is not None:
         return "yes" if table.boolean else "no"
     return f"{len(table.rows)} row(s); its explanation: {answer.text}"
+
+
+def _guess_rows(results: object) -> int | None:
+    """How many rows (or 1 for a yes/no) a best guess's SPARQL JSON results hold; None when unknown."""
+    if not isinstance(results, dict):
+        return None
+    if "boolean" in results:
+        return 1
+    bindings = (results.get("results") or {}).get("bindings")
+    return len(bindings) if isinstance(bindings, list) else None
 
 
 def _guess_sparql(answer: Answer) -> str | None:
@@ -246,7 +262,7 @@ class Auto:
             last = stages[-1]
             sparql = _guess_sparql(last.answer)
             earlier = [_guess_sparql(s.answer) for s in stages]
-            handover = Handover(last.name, last.distrust or "", sparql, _outcome(last.answer),
+            handover = Handover(last.name, last.distrust or "", sparql, outcome_of(last.answer),
                                 named_entities(kg, earlier))
             trace.emit("escalate", reason=last.distrust, sparql=sparql, **{"from": last.name, "to": to})
             context = context.handed_over(handover)

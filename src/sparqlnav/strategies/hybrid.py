@@ -47,6 +47,7 @@ SOURCES: tuple[Source, ...] = ("kg", "text", "tables", "claims")
 EvidenceKind = Literal["kg", "text", "table", "infobox", "claim"]
 IRRELEVANT = "IRRELEVANT"
 _CITE = re.compile(r"\[(E\d+)\]")
+_SHORT_LINE = re.compile(r"(?im)^[ \t*_]*short answer[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$\n?")
 KG_ROWS = 10  # rows of the KG result shown in its evidence statement
 
 
@@ -381,6 +382,7 @@ class _Run:
         except LLMError as exc:
             self._fail("combine", str(exc))
             return self.finish(f"The answer could not be written: {exc}", "error", sparql, results, error=str(exc))
+        text, short = split_short_answer(text)
         known = {e.id: e for e in self.evidence}
         cited = set(_CITE.findall(text))
         unknown = sorted(cited - set(known))
@@ -390,17 +392,28 @@ class _Run:
             self.trace.emit("info", message=f"citations of unknown evidence removed: {', '.join(unknown)}")
         for ident in cited & set(known):
             known[ident].used = True
-        return self.finish(text, "answered", sparql, results)
+        return self.finish(text, "answered", sparql, results, short=short)
 
-    def finish(self, text: str, status: Any, sparql: str | None, results: Any, *, error: str | None = None) -> Answer:
+    def finish(self, text: str, status: Any, sparql: str | None, results: Any, *, error: str | None = None,
+               short: str | None = None) -> Answer:
         self.trace.emit("answer", text=text, status=status, sparql=sparql,
                         evidence=[e.id for e in self.evidence if e.used], failed=dict(self.failed))
         return Answer(
             question=self.question, strategy="hybrid", sparql=sparql, results=results, text=text, trace=self.trace,
             status=status, error=error,
             extra={"evidence": [e.to_json() for e in self.evidence], "failed": dict(self.failed),
-                   "sources": list(self.strategy.options.sources)},
+                   "sources": list(self.strategy.options.sources),
+                   **({"short_answer": short} if short else {})},
         )
+
+
+def split_short_answer(reply: str) -> tuple[str, str | None]:
+    """The combiner's answer without its `Short answer: …` line, and that line's words (citations removed)."""
+    found = _SHORT_LINE.search(reply or "")
+    if found is None:
+        return reply, None
+    short = " ".join(_CITE.sub(" ", found.group(1)).split()).strip(" .")
+    return (reply[: found.start()] + reply[found.end():]).strip(), short or None
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Hybrid:
