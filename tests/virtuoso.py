@@ -6,6 +6,7 @@ installs it)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -118,6 +119,12 @@ class Virtuoso:
         )
         self.process: subprocess.Popen[bytes] | None = None
 
+    def version(self) -> str:
+        """The server's version as it prints it (e.g. `7.2.5.3240-pthreads`), so a test can say what it ran on."""
+        done = subprocess.run([self.server_bin, "-?"], capture_output=True, timeout=30, check=False)
+        found = re.search(r"Version (\S+)", (done.stdout + done.stderr).decode(errors="replace"))
+        return found.group(1) if found else "unknown"
+
     @property
     def url(self) -> str:
         """The SPARQL endpoint."""
@@ -150,7 +157,7 @@ class Virtuoso:
         return [self.isql_bin, f"127.0.0.1:{self.sql_port}", "dba", "dba", "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"]
 
     def _isql_process(self, script: str) -> subprocess.Popen[bytes]:
-        """isql-vt running `script` in the background (stdout and stderr together, for `communicate`)."""
+        """isql-vt running `script` in the background (stdout and stderr together, read when it ends)."""
         process = subprocess.Popen(
             self._isql_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
