@@ -6,6 +6,7 @@ installs it)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -118,6 +119,12 @@ class Virtuoso:
         )
         self.process: subprocess.Popen[bytes] | None = None
 
+    def version(self) -> str:
+        """The server's version as it prints it (e.g. `7.2.5.3240-pthreads`), so a test can say what it ran on."""
+        done = subprocess.run([self.server_bin, "-?"], capture_output=True, timeout=30, check=False)
+        found = re.search(r"Version (\S+)", (done.stdout + done.stderr).decode(errors="replace"))
+        return found.group(1) if found else "unknown"
+
     @property
     def url(self) -> str:
         """The SPARQL endpoint."""
@@ -146,10 +153,23 @@ class Virtuoso:
         self.stop()
         raise RuntimeError("virtuoso-t did not answer SPARQL within {timeout_s:g} s")
 
-    def isql(self, script: str, timeout_s: float = 600.0) -> str:
+    def _isql_command(self) -> list[str]:
+        return [self.isql_bin, f"127.0.0.1:{self.sql_port}", "dba", "dba", "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"]
+
+    def _isql_process(self, script: str) -> subprocess.Popen[bytes]:
+        """isql-vt running `script` in the background (stdout and stderr together, read when it ends)."""
+        process = subprocess.Popen(
+            self._isql_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert process.stdin is not None
+        process.stdin.write(script.encode())
+        process.stdin.close()
+        return process
+
+    def isql(self, script: str, timeout_s: float = 3600.0) -> str:
         """Run SQL statements through isql-vt; raises with Virtuoso's message on an error."""
         done = subprocess.run(
-            [self.isql_bin, f"127.0.0.1:{self.sql_port}", "dba", "dba", "VERBOSE=OFF", "BANNER=OFF", "PROMPT=OFF"],
+            self._isql_command(),
             input=script.encode(),
             capture_output=True,
             timeout=timeout_s,
@@ -160,18 +180,23 @@ class Virtuoso:
             raise RuntimeError(f"isql-vt failed: {out[-2000:]}")
         return out
 
-    def load(self, files: list[Path], *, graph: str | None = None) -> None:
-        """Bulk-load RDF files (their folders must be in DirsAllowed) into a named graph and build the text index."""
+    def load(self, files: list[Path], *, graph: str | None = None, loaders: int = 1) -> None:
+        """Bulk-load RDF files (their folders must be in DirsAllowed) into a named graph and build the text index;
+        `loaders` > 1 runs that many `rdf_loader_run()` sessions at once (Virtuoso's parallel bulk load: each takes
+        the next file from the load list, so it only helps with several files)."""
         target = graph or self.graph
         lines = ["DB.DBA.RDF_OBJ_FT_RULE_ADD(null, null, 'sparqlnav');"]
-        for f in files:
-            lines.append(f"ld_dir('{f.parent}', '{f.name}', '{target}');")
-        lines += [
-            "rdf_loader_run();",
-            "DB.DBA.VT_INC_INDEX_DB_DBA_RDF_OBJ();",
-            "checkpoint;",
-        ]
+        lines += [f"ld_dir('{f.parent}', '{f.name}', '{target}');" for f in files]
         self.isql("\n".join(lines) + "\n")
+        extra = [self._isql_process("rdf_loader_run();\n") for _ in range(max(0, loaders - 1))]
+        self.isql("rdf_loader_run();\n")
+        for process in extra:
+            assert process.stdout is not None
+            out = process.stdout.read()  # stdin was already written and closed, so no communicate()
+            process.wait()
+            if process.returncode != 0 or b"*** Error" in out:
+                raise RuntimeError(f"isql-vt failed: {out.decode(errors='replace')[-2000:]}")
+        self.isql("DB.DBA.VT_INC_INDEX_DB_DBA_RDF_OBJ();\ncheckpoint;\n")
         errors = self.isql("SELECT ll_file, ll_error FROM DB.DBA.LOAD_LIST WHERE ll_error IS NOT NULL;\n")
         if errors.strip():
             raise RuntimeError(f"loading failed: {errors}")
