@@ -314,6 +314,10 @@ SourcesOpt = Annotated[
     str | None,
     typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
 ]
+MachineOpt = Annotated[
+    bool,
+    typer.Option("--machine", help="Answer shape for machines: drop columns that only label another projected entity."),
+]
 
 
 def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
@@ -342,6 +346,7 @@ def ask(
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
     sources: SourcesOpt = None,
+    machine: MachineOpt = False,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
     from sparqlnav.api import ask as ask_question
@@ -353,6 +358,10 @@ def ask(
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
+    if machine:
+        from sparqlnav.strategies.machine import MachineShape
+
+        chosen = MachineShape(chosen)
     console = err()
     if strategy == "auto" and llm is None and not json_output:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
@@ -603,6 +612,7 @@ def eval_command(
     llm_retries: LlmRetriesOpt = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     sources: SourcesOpt = None,
+    machine: MachineOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
@@ -617,6 +627,7 @@ def eval_command(
         plan,
     )
     from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
+    from sparqlnav.strategies.machine import MachineShape
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
@@ -629,7 +640,8 @@ def eval_command(
     def build(splits: Any) -> Any:
         options = {**knobs, **({"example_splits": splits} if splits is not None else {})}
         try:
-            return make_strategy(strategy, llm, settings=settings, **options)
+            made = make_strategy(strategy, llm, settings=settings, **options)
+            return MachineShape(made) if machine else made
         except TypeError as exc:
             raise CliError(f"the {probe.name} strategy does not take example splits (--folds): {exc}") from None
 
@@ -637,7 +649,8 @@ def eval_command(
         dataset=dataset_file,
         kg=kg,
         strategy=probe.name,
-        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")),
+        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")
+                                       + ("-machine" if machine else "")),
         limit=limit,
         sample=sample,
         seed=seed,
@@ -649,6 +662,7 @@ def eval_command(
         language=language,
         model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
         stop_after=stop_after,
+        machine=machine,
     )
     console = err()
     try:
