@@ -22,6 +22,7 @@ from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
 from sparqlnav.settings import Settings
+from sparqlnav.strategies.build import create as create_build
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.tools.digest import Digests
@@ -87,6 +88,24 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
         assert unused not in system
     assert len(system) < 6000  # the ~90 declared prefixes alone were about 5 kB
+
+
+def test_build_system_prompt_has_the_same_digest_and_prefixes_as_explore(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests
+) -> None:
+    scripted_llm.script([act("search", query="department"), act("execute"), Reply(text="Nothing built.")])
+    with create_build(config(scripted_llm), embedder=None, digests=digests, max_steps=2) as strategy:
+        strategy.run("Which departments are there?", ck25, Trace())
+    assert scripted_llm.problems == []
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    digest = digests.get(ck25)
+    assert digest.text and digest.text in system and digest.prefix_lines(ck25) in system
+    for cls in ("pv:Employee (47)", "pv:Department (6)", "pv:Hardware (1000)"):
+        assert cls in system
+    assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
+    for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
+        assert unused not in system
+    assert len(system) < 7000
 
 
 # ---------------------------------------------------------------- finishing with an earlier query
