@@ -19,13 +19,14 @@ from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.graph.schema import Schema
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.build import create as create_build
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
-from sparqlnav.tools.digest import Digests
+from sparqlnav.tools.digest import Digests, annotated_shape
 from sparqlnav.tools.lookup import EntityPage, SearchResult
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
@@ -219,6 +220,26 @@ def test_search_reaches_a_property_by_its_parts_and_abbreviations(bestiary: Know
 
 
 # ---------------------------------------------------------------- retrieve's context is complete
+
+
+def test_ck25_shapes_name_subclasses_and_the_properties_pointing_at_them(ck25: KnowledgeGraph, digests: Digests) -> None:
+    schema = kg_schema(ck25)
+    assert schema.superclasses[PV + "Manager"] == [PV + "Employee"]  # from rdfs:subClassOf in the data
+    manager = annotated_shape(schema, PV + "Manager", digests.samples(ck25, PV + "Manager"))
+    assert manager.splitlines()[0] == "pv:Manager {  # Manager; subclass of pv:Employee"
+    # Managers have no manager of their own: the direction of pv:hasManager shows from the Manager side too.
+    assert "pv:hasManager [" not in manager and "  # ← pv:hasManager from pv:Employee" in manager
+    employee = annotated_shape(schema, PV + "Employee", {})
+    assert employee.splitlines()[0] == "pv:Employee {  # Employee; subclass of pv:Agent; subclasses: pv:Manager"
+    assert "  pv:hasManager [ pv:Manager ] ;" in employee
+    hardware = annotated_shape(schema, PV + "Hardware", {})
+    assert "  pv:compatibleProduct [ pv:Hardware ] ;" in hardware
+    assert "  # ← pv:compatibleProduct from pv:Hardware (also used inversely" in hardware
+    assert "# ← pv:hasProductManager" not in hardware and hardware.endswith("\n}")
+    # Stored with the index, read back the same.
+    again = Schema.from_json(schema.to_json())
+    assert again.superclasses == schema.superclasses and again.shape(PV + "Service") == schema.shape(PV + "Service")
+    assert "subclass of pv:Product" in again.shape(PV + "Service")
 
 
 def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_values(

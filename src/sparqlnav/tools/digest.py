@@ -251,11 +251,8 @@ def render_digest(
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
-    incoming: dict[str, list[tuple[int, str, str]]] = {}
-    for c in classes:
-        for p in schema.classes[c].predicates.values():
-            for oc, n in p.object_classes.items():
-                incoming.setdefault(oc, []).append((n or 0, p.iri, c))
+    main = set(classes)
+    incoming = {oc: [e for e in edges if e[2] in main] for oc, edges in schema.incoming.items()}
     lines = [
         "Main classes (instances) with their most used properties; `→` gives what a property's values are, "
         "`←` which properties point at the class:"
@@ -294,12 +291,13 @@ def render_digest(
 def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
     """A class's shape (in the schema's prefixes) with one or two real sample values per property."""
     prefixes = schema.prefix_map
-    lines = schema.shape(class_iri, counts=False).splitlines()
+    lines = schema.shape(class_iri, counts=False, incoming=True).splitlines()
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")
         head = body.split(" ", 1)[0]
-        iri = prefixes.expand(head) if head and head not in ("a", "}") and not head.endswith("{") else None
+        named = head and head not in ("a", "}", "#") and not head.endswith("{")
+        iri = prefixes.expand(head) if named else None
         values = samples.get(iri or "", []) if iri else []
         if values:
             shown = ", ".join(clip(show_term(v, prefixes), 40) for v in values)
