@@ -22,7 +22,7 @@ def plain_answer(table: ResultTable, kg: KnowledgeGraph) -> str:
     """The result in words without an LLM: the boolean, or the first values with their labels."""
     if table.boolean is not None:
         return "yes" if table.boolean else "no"
-    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0)
+    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0, whole=0)
     rows = table.display_rows(kg.prefixes, labels)
     shown = "; ".join(", ".join(cell for cell in row if cell) for row in rows[:ANSWER_ROWS])
     more = f" (and {len(rows) - ANSWER_ROWS} more)" if len(rows) > ANSWER_ROWS else ""

@@ -275,7 +275,7 @@ class _Run:
             what = {"AVG": "average", "SUM": "total", "MIN": "minimum", "MAX": "maximum"}
             return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
         values = table.column("a")
-        labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0)  # every row binds ?a
+        labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0, whole=0)  # every row binds ?a
         shown = [_show(v, labels) for v in values[:10]]
         more = len(values) - len(shown)
         listed = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
