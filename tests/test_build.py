@@ -18,6 +18,7 @@ from sparqlnav.llm.client import LLMConfig
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.strategies import available, make_strategy
 from sparqlnav.strategies.build import Builder, create, wanted_aggregations
+from sparqlnav.tools.digest import Digests
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -39,8 +40,12 @@ def act(tool: str, thought: str = "", **arguments: Any) -> Reply:
     return Reply(text=thought, tool_calls=[Call(tool, arguments)])
 
 
+DIGESTS = Digests()  # one holder for the module: each KG's schema digest is made once
+
+
 def ask(server: ScriptedLLM, kg: KnowledgeGraph, question: str, script: list[Any], **options: Any) -> Answer:
     server.script(script)
+    options.setdefault("digests", DIGESTS)
     with create(config(server), embedder=None, **options) as strategy:
         answer = strategy.run(question, kg, Trace())
     answer.trace.finish()

@@ -198,6 +198,11 @@ def test_a_result_that_does_not_fit_the_question_is_named() -> None:
     assert mismatch("When was Dmitri born?", names) == "a 'when' question, but the result has no date"
     assert mismatch("What is the salary of Heinrich Hoch?", names) == "the question asks for one thing, the result has 9 rows"
     assert mismatch("What is the salary of Heinrich Hoch?", names, rows=9) is None
+    # A count answers "how many", not "which"; a number from a query that does not count may be the answer.
+    which = "Which suppliers do we have in Toulouse?"
+    counted = auto.projection_mismatch(analyse(tokenize(which)), count, 7, query="SELECT (COUNT(?s) AS ?n) {}")
+    assert "only a count" in (counted or "")
+    assert auto.projection_mismatch(analyse(tokenize(which)), count, 7, query="SELECT ?n {}") is None
     assert mismatch("Which suppliers do we have in Toulouse?", names) is None  # asks for many
     assert retrieve.split_doubt("Three items.\nUNSURE: not per category") == ("Three items.", "not per category")
     assert retrieve.split_doubt("Bob is the manager.") == ("Bob is the manager.", None)

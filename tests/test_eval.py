@@ -760,3 +760,33 @@ def test_progress_bar_shows_running_f1(demo: KnowledgeGraph, scripted_llm: Scrip
                  tmp_path / "run", workers=1, listener=progress, plots=False)  # fmt: skip
     shown = screen.getvalue()
     assert "3/3" in shown and "F1 0.667 · errors 0" in shown
+
+
+@pytest.mark.data
+def test_machine_shape_drops_label_columns_and_the_summary_holds_row_and_set_f1(
+    ck25: KnowledgeGraph, data_dir: Path, scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    from sparqlnav.strategies.machine import MachineShape
+
+    (toulouse,) = [q for q in ck25_questions(data_dir) if q.question == "Which suppliers do we have in Toulouse?"]
+    labelled = ("PREFIX pv: <http://ld.company.org/prod-vocab/>\nSELECT DISTINCT ?result ?name WHERE {\n"
+                '  ?product pv:hasSupplier ?result .\n  ?result pv:addressLocality "Toulouse" .\n'
+                "  ?result pv:name ?name .\n}")
+    serve(scripted_llm, Oracle({toulouse.question: labelled}))
+    golds = freeze_gold([toulouse], ck25.endpoint, None)
+    human = run_eval([toulouse], golds, ck25, explorers(scripted_llm, 1), tmp_path / "human", workers=1)
+    machine = run_eval([toulouse], golds, ck25, [MachineShape(s) for s in explorers(scripted_llm, 1)],
+                       tmp_path / "machine", workers=1, run_info={"answer_shape": "machine"})
+    assert scripted_llm.problems == []
+    # With names beside the suppliers, the flat set of values holds the names too: set F1 is penalised.
+    (rows,) = _lines(tmp_path / "human" / "predictions.jsonl")
+    n = len(rows["gold"]["results"]["bindings"])
+    assert n > 0 and rows["metrics"]["set_precision"] == pytest.approx(n / (2 * n))
+    assert human["answer_shape"] == "human" and human["macro_f1"] == pytest.approx(2 / 3)
+    assert human["row_f1"] == pytest.approx(1.0)  # row F1 matches each gold row to its best predicted row
+    (record,) = _lines(tmp_path / "machine" / "predictions.jsonl")
+    assert "?name" not in record["sparql"] and record["results"]["head"]["vars"] == ["result"]
+    assert machine["answer_shape"] == "machine"
+    assert (machine["macro_f1"], machine["micro_f1"], machine["row_f1"]) == (1.0, 1.0, 1.0)
+    report = (tmp_path / "machine" / "report.md").read_text()
+    assert "| macro F1 (set) | 1" in report and "| row F1 (SPINACH) | 1" in report and "machine shape" in report

@@ -270,6 +270,23 @@ def test_labels_only(tools: Toolkit, memory: Memory) -> None:
     assert fired(count, "after") == []
 
 
+def test_answer_shape_only_for_a_result_meant_as_the_answer(tools: Toolkit, memory: Memory) -> None:
+    counting = "SELECT (COUNT(?who) AS ?n) WHERE { wd:Q8 wdt:P61 ?who }"
+    which = "Which people discovered oxygen?"
+    (g,) = Feedback().check(ran(tools, memory, counting, question=which), "after")
+    assert g.id == "answer_shape" and "only a count" in g.text
+    # The same count answers "how many"; without a question (an exploring step) nothing is said.
+    assert fired(ran(tools, memory, counting, question="How many people discovered oxygen?"), "after") == []
+    assert fired(ran(tools, memory, counting), "after") == []
+    assert fired(ran(tools, memory, DISCOVERERS_OF_OXYGEN, question=which), "after") == []
+    # Two discoverers for a question asking for one: over a limit of one row, not over the default seven.
+    one = "Who is the discoverer of oxygen?"
+    assert fired(ran(tools, memory, DISCOVERERS_OF_OXYGEN, question=one), "after") == []
+    narrow = FeedbackOptions(singular_rows=1)
+    (g,) = Feedback(options=narrow).check(ran(tools, memory, DISCOVERERS_OF_OXYGEN, question=one), "after")
+    assert g.id == "answer_shape" and "the result has 2 rows" in g.text
+
+
 # -- engine
 
 

@@ -17,13 +17,17 @@ import pytest
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.graph.schema import Schema
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
 from sparqlnav.settings import Settings
+from sparqlnav.strategies.build import create as create_build
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
-from sparqlnav.tools.digest import Digests
-from sparqlnav.tools.lookup import EntityPage
+from sparqlnav.tools.digest import Digests, annotated_shape
+from sparqlnav.tools.lookup import EntityPage, SearchResult
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -85,6 +89,24 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
         assert unused not in system
     assert len(system) < 6000  # the ~90 declared prefixes alone were about 5 kB
+
+
+def test_build_system_prompt_has_the_same_digest_and_prefixes_as_explore(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests
+) -> None:
+    scripted_llm.script([act("search", query="department"), act("execute"), Reply(text="Nothing built.")])
+    with create_build(config(scripted_llm), embedder=None, digests=digests, max_steps=2) as strategy:
+        strategy.run("Which departments are there?", ck25, Trace())
+    assert scripted_llm.problems == []
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    digest = digests.get(ck25)
+    assert digest.text and digest.text in system and digest.prefix_lines(ck25) in system
+    for cls in ("pv:Employee (47)", "pv:Department (6)", "pv:Hardware (1000)"):
+        assert cls in system
+    assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
+    for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
+        assert unused not in system
+    assert len(system) < 7000
 
 
 # ---------------------------------------------------------------- finishing with an earlier query
@@ -151,7 +173,73 @@ def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: K
     assert "Entities matching 'sensor' (8 of " in kit.search("sensor").text
 
 
+# ---------------------------------------------------------------- results shown whole; search by a property's parts
+
+
+def test_small_results_are_shown_whole_and_longer_ones_state_the_cut(ck25: KnowledgeGraph) -> None:
+    kit = Toolkit(ck25, Trace())
+    employees = f"SELECT ?e WHERE {{ ?e a <{PV}Employee> }} ORDER BY ?e LIMIT %d"
+    nineteen = kit.execute_sparql(employees % 19)
+    assert nineteen.value.table is not None
+    shown = [ck25.prefixes.compact(row["e"].value) for row in nineteen.value.table.rows]
+    assert len(shown) == 19 and all(f"| {iri} (" in nineteen.text for iri in shown)
+    assert nineteen.text.endswith("(19 rows.)") and "…" not in nineteen.text
+    forty = kit.execute_sparql(employees % 40)
+    assert forty.text.endswith("(40 rows in total; the first 5 and last 5 are shown.)")
+    assert forty.text.count("| <" + PRODI + "empl-") == 10
+
+
+def test_a_long_text_is_not_cut_in_a_small_table_and_a_giant_one_says_where_it_was_cut() -> None:
+    abstract = " ".join(["The coil is wound on a ferrite core."] * 40)  # 1,479 characters: the answer
+    one = ResultTable(["text"], [{"text": Term.literal(abstract)}])
+    assert abstract in one.to_markdown() and one.to_markdown().endswith("(1 row.)")
+    giant = ResultTable(["text"], [{"text": Term.literal("x" * 5000)}])
+    text = giant.to_markdown()
+    assert "x" * 1999 + "…" in text and "x" * 2000 not in text
+    assert text.endswith("(1 row; 1 cell cut at 2,000 characters (…).)")
+    # 25 rows of 4 columns share the budget: each cell is cut at the short limit, and the cut is stated.
+    wide = ResultTable(list("abcd"), [{v: Term.literal(f"{v}{i} " + "y" * 300) for v in "abcd"} for i in range(25)])
+    assert wide.to_markdown().endswith("(25 rows; 100 cells cut at 120 characters (…).)")
+
+
+@pytest.fixture(scope="module")
+def bestiary(data_dir: Path, settings: Settings) -> Any:
+    with open_kg(str(data_dir / "bestiary" / "beastiary_kg.rdf"), settings) as kg:
+        yield kg
+
+
+@pytest.mark.data
+def test_search_reaches_a_property_by_its_parts_and_abbreviations(bestiary: KnowledgeGraph) -> None:
+    xp = "http://www.semanticweb.org/annab/ontologies/2022/3/ontology#hasXPValue"
+    # No property's name holds both words, so the one ranked pass finds none …
+    assert bestiary.names.search("experience XP", limit=10, kinds=["property"]) == []
+    # … and the word-by-word pass for properties finds hasXPValue from the abbreviation.
+    found = Toolkit(bestiary, Trace()).search("experience XP")
+    assert isinstance(found.value, SearchResult) and xp in [p.iri for p in found.value.properties]
+    assert "hasXPValue" in found.text
+
+
 # ---------------------------------------------------------------- retrieve's context is complete
+
+
+def test_ck25_shapes_name_subclasses_and_the_properties_pointing_at_them(ck25: KnowledgeGraph, digests: Digests) -> None:
+    schema = kg_schema(ck25)
+    assert schema.superclasses[PV + "Manager"] == [PV + "Employee"]  # from rdfs:subClassOf in the data
+    manager = annotated_shape(schema, PV + "Manager", digests.samples(ck25, PV + "Manager"))
+    assert manager.splitlines()[0] == "pv:Manager {  # Manager; subclass of pv:Employee"
+    # Managers have no manager of their own: the direction of pv:hasManager shows from the Manager side too.
+    assert "pv:hasManager [" not in manager and "  # ← pv:hasManager from pv:Employee" in manager
+    employee = annotated_shape(schema, PV + "Employee", {})
+    assert employee.splitlines()[0] == "pv:Employee {  # Employee; subclass of pv:Agent; subclasses: pv:Manager"
+    assert "  pv:hasManager [ pv:Manager ] ;" in employee
+    hardware = annotated_shape(schema, PV + "Hardware", {})
+    assert "  pv:compatibleProduct [ pv:Hardware ] ;" in hardware
+    assert "  # ← pv:compatibleProduct from pv:Hardware (also used inversely" in hardware
+    assert "# ← pv:hasProductManager" not in hardware and hardware.endswith("\n}")
+    # Stored with the index, read back the same.
+    again = Schema.from_json(schema.to_json())
+    assert again.superclasses == schema.superclasses and again.shape(PV + "Service") == schema.shape(PV + "Service")
+    assert "subclass of pv:Product" in again.shape(PV + "Service")
 
 
 def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_values(

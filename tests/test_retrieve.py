@@ -315,3 +315,51 @@ def test_a_retrieval_failure_ends_the_run_with_an_error(scripted_llm: ScriptedLL
     assert answer.trace.usage.llm_calls == 1 and answer.trace.of_kind("error")
     index.close()
     embedder.close()
+
+
+TOULOUSE = "Which suppliers do we have in Toulouse?"
+TOULOUSE_QUERY = PV + 'SELECT DISTINCT ?result WHERE {\n  ?product pv:hasSupplier ?result .\n  ?result pv:addressLocality "Toulouse" .\n}'
+
+
+@pytest.mark.data
+def test_a_count_for_a_which_question_goes_back_once_and_the_second_query_is_kept(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, ck25_index: LocalIndex, ck25_parts: tuple[list[Example], Schema, ExampleSplits],
+) -> None:
+    _examples, schema, splits = ck25_parts
+    counting = PV + ('SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE {\n  ?product pv:hasSupplier ?s .\n'
+                     '  ?s pv:addressLocality "Toulouse" .\n}')
+    scripted_llm.script([
+        decomposition(["suppliers located in Toulouse"], ["Supplier"]),
+        sparql_reply(counting),
+        sparql_reply(TOULOUSE_QUERY),
+        Reply("These suppliers are in Toulouse."),
+    ])
+    answer = create(config(scripted_llm), index=ck25_index, schema=schema, example_splits=splits).run(TOULOUSE, ck25, Trace())
+
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    assert [e.data["purpose"] for e in answer.trace.of_kind("llm_call")] == ["decompose", "generate", "engine fix", "explain"]
+    assert [r.data["outcome"] for r in answer.trace.of_kind("sparql")] == ["ok", "ok"]
+    shape = [e.data for e in answer.trace.of_kind("feedback") if e.data.get("id") == "answer_shape"]
+    assert len(shape) == 1 and "only a count" in shape[0]["text"]
+    fix_prompt = last_user(scripted_llm.requests[2])
+    assert "do not fit the question" in fix_prompt and "only a count" in fix_prompt and TOULOUSE in fix_prompt
+    assert answer.status == "answered" and answer.sparql is not None and "COUNT" not in answer.sparql
+    assert answer.results is not None and values(answer.results) == gold(ck25, TOULOUSE_QUERY) != set()
+
+
+@pytest.mark.data
+def test_a_result_of_the_right_shape_goes_straight_to_the_explanation(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, ck25_index: LocalIndex, ck25_parts: tuple[list[Example], Schema, ExampleSplits],
+) -> None:
+    _examples, schema, splits = ck25_parts
+    scripted_llm.script([
+        decomposition(["suppliers located in Toulouse"], ["Supplier"]),
+        sparql_reply(TOULOUSE_QUERY),
+        Reply("These suppliers are in Toulouse."),
+    ])
+    answer = create(config(scripted_llm), index=ck25_index, schema=schema, example_splits=splits).run(TOULOUSE, ck25, Trace())
+
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    assert [e.data["purpose"] for e in answer.trace.of_kind("llm_call")] == ["decompose", "generate", "explain"]
+    assert [e.data.get("id") for e in answer.trace.of_kind("feedback") if e.data.get("id")] == []
+    assert answer.status == "answered" and values(answer.results) == gold(ck25, TOULOUSE_QUERY)

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.faces.http import (
     JsonFormatter,
@@ -399,6 +400,30 @@ def test_text2sparql_answers_for_any_dataset_or_a_mapped_one(settings: Settings,
         assert client.get("/text2sparql", params={"question": question, "dataset": DATASET}).status_code == 200
         other = client.get("/text2sparql", params={"question": question, "dataset": "https://other/"})
         assert other.status_code == 404 and "unknown dataset" in other.json()["detail"]
+
+
+def test_text2sparql_returns_the_query_without_label_columns(
+    settings: Settings, tiny: KnowledgeGraph, scripted_llm: ScriptedLLM
+) -> None:
+    labelled = (f"PREFIX ex: <{EX}>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
+                "SELECT ?m ?name WHERE { ex:alice ex:manager ?m . ?m rdfs:label ?name . }")
+    run = [Reply("", [Call("execute_sparql", {"query": labelled})]), Reply("", [Call("stop", {})]),
+           Reply("Bob Baumeister manages Alice.")]
+    scripted_llm.script(run * 2)
+    llm = LLMConfig(model="scripted-model", base_url=scripted_llm.base_url, api_key="k", timeout_s=10, max_retries=0)
+    app = create_app(settings, ServeConfig(allowed_hosts=("testserver",), strategy="explore"), kgs={"tiny": tiny},
+                     strategy_factory=lambda name, _llm: make_strategy(name, llm))
+    question = "Who is the manager of Alice Wunderlich?"
+    with TestClient(app) as client:
+        machine = client.get("/text2sparql", params={"question": question, "dataset": DATASET}).json()
+        assert machine["query"] == f"PREFIX ex: <{EX}>\nPREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n" \
+                                   "SELECT ?m WHERE { ex:alice ex:manager ?m . }"
+        ran = client.post("/api/sparql", json={"query": machine["query"]}).json()
+        assert ran["results"]["results"]["bindings"] == [{"m": {"type": "uri", "value": EX + "bob"}}]
+        # People asking the same keep the names beside the entities.
+        human = client.post("/api/ask", json={"question": question}).json()
+        assert human["sparql"] == labelled and human["results"]["head"]["vars"] == ["m", "name"]
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
 
 
 def _client_ask(questions: Path, url: str, db: Path) -> tuple[list[dict[str, Any]], list[tuple[str, Any, Any]]]:

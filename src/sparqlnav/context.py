@@ -48,8 +48,8 @@ class Turn:
         elif table.boolean is not None:
             shown = "yes" if table.boolean else "no"
         else:
-            labels = shown_labels(table, kg.names, head=TURN_ROWS, tail=0)
-            shown = table.to_markdown(kg.prefixes, labels, head=TURN_ROWS, tail=0, max_cell=TURN_CELL_CHARS)
+            labels = shown_labels(table, kg.names, head=TURN_ROWS, tail=0, whole=0)
+            shown = table.to_markdown(kg.prefixes, labels, head=TURN_ROWS, tail=0, whole=0, max_cell=TURN_CELL_CHARS)
         return cls(answer.question, answer.sparql, shown, answer.text, answer.status)
 
     def to_prompt(self, number: int) -> str:

@@ -175,6 +175,7 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "complete": bool(selected is not None and set(map(str, selected)) <= done_ids),
         "stopped": info.get("stopped"),  # why the run stopped before the end (the same LLM error again and again)
         "stale": stale,
+        "answer_shape": info.get("answer_shape", "human"),  # "machine": label columns were dropped before scoring
         "f1": _mean([float(r.get("f1") or 0.0) for r in scored]),
         "macro_f1": agg["macro_f1"],
         "micro_f1": agg["micro_f1"],
@@ -242,6 +243,8 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
     )
     if s.get("stopped"):
         lines += ["", f"**The run {s['stopped']}.**"]
+    if s.get("answer_shape") == "machine":
+        lines += ["", "Answers in the machine shape: columns that only label another projected entity were dropped."]
     lines += ["", "## Answer quality", "", "| metric | value |", "|---|---:|"]
     lines += [
         f"| F1 (set F1 where the gold is a bare value set, else row F1) | {_num(s['f1'])} |",
@@ -476,6 +479,7 @@ def summary_table(summary: Mapping[str, Any], *, title: str = "Summary") -> Any:
     rows = [
         ("questions done", f"{counts['done']} of {selected}" + ("" if s["complete"] else " (incomplete)")),
         ("scored", str(counts["scored"])),
+        ("answer shape", str(s.get("answer_shape", "human"))),
         ("F1", _num(s["f1"])),
         ("macro F1 (set)", _num(s["macro_f1"])),
         ("micro F1 (set)", _num(s["micro_f1"])),

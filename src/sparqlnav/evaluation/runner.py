@@ -55,7 +55,7 @@ PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"
 FOLDS = "folds.json"
 # A resumed run must be the same experiment; these keys of run.json must not change between runs.
-IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model")
+IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model", "answer_shape")
 # A run stops when this many questions in a row end on the same LLM failure: a dead or hanging server
 # then costs one wait, not one per question.
 STOP_AFTER_SAME_LLM_ERROR = 3
@@ -671,6 +671,7 @@ class EvalSpec:
     language: str = "en"
     model: str | None = None
     stop_after: int = STOP_AFTER_SAME_LLM_ERROR  # questions in a row failing on one LLM error (0: never stop)
+    machine: bool = False  # the strategies answer in the machine shape (label columns dropped)
 
 
 def default_out_dir(dataset: Path, strategy: str) -> Path:
@@ -725,6 +726,7 @@ def evaluate(
         "seed": spec.seed,
         "folds": spec.folds,
         "gold_file": str(gold_path),
+        "answer_shape": "machine" if spec.machine else "human",
     }
     return run_eval(
         work.questions,

@@ -321,6 +321,10 @@ SourcesOpt = Annotated[
     str | None,
     typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
 ]
+MachineOpt = Annotated[
+    bool,
+    typer.Option("--machine", help="Answer shape for machines: drop columns that only label another projected entity."),
+]
 
 
 def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
@@ -350,31 +354,36 @@ def ask(
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
     sources: SourcesOpt = None,
+    machine: MachineOpt = False,
 ) -> None:
     """Answer a question: find entities, write and run SPARQL, explain the result."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
     fmt = chosen_format(format, json_output, verb="ask")
-    machine = fmt is not OutputFormat.table
+    for_programs = fmt is not OutputFormat.table  # output a program reads: no steps, no chatter
     if not question.strip():
         raise CliError("no question: the question is empty")
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
     chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
+    if machine:
+        from sparqlnav.strategies.machine import MachineShape
+
+        chosen = MachineShape(chosen)
     console = err()
-    if strategy == "auto" and llm is None and not machine:
+    if strategy == "auto" and llm is None and not for_programs:
         console.print("no LLM configured (OPENAI_BASE_URL / SPARQLNAV_LLM_MODEL): using the lexical strategy", style="dim")
     with opened(kg, settings) as graph:
         shown = _StepPrinter(console)
         result = ask_question(
-            question, kg=graph, strategy=chosen, on_event=None if machine or quiet else shown
+            question, kg=graph, strategy=chosen, on_event=None if for_programs or quiet else shown
         )
         shown.close()
         if fmt is OutputFormat.json:
             write_json(result.to_json())
-        elif machine:
+        elif for_programs:
             _write_answer_result(result, fmt, graph)
         else:
             _show_answer(result, graph, console)
@@ -626,6 +635,7 @@ def eval_command(
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     sources: SourcesOpt = None,
     format: FormatOpt = None,
+    machine: MachineOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
@@ -641,6 +651,7 @@ def eval_command(
         plan,
     )
     from sparqlnav.strategies import REGISTRY, StrategyUnavailable, make_strategy
+    from sparqlnav.strategies.machine import MachineShape
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
@@ -653,7 +664,8 @@ def eval_command(
     def build(splits: Any) -> Any:
         options = {**knobs, **({"example_splits": splits} if splits is not None else {})}
         try:
-            return make_strategy(strategy, llm, settings=settings, **options)
+            made = make_strategy(strategy, llm, settings=settings, **options)
+            return MachineShape(made) if machine else made
         except TypeError as exc:
             raise CliError(f"the {probe.name} strategy does not take example splits (--folds): {exc}") from None
 
@@ -661,7 +673,8 @@ def eval_command(
         dataset=dataset_file,
         kg=kg,
         strategy=probe.name,
-        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")),
+        out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")
+                                       + ("-machine" if machine else "")),
         limit=limit,
         sample=sample,
         seed=seed,
@@ -673,6 +686,7 @@ def eval_command(
         language=language,
         model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
         stop_after=stop_after,
+        machine=machine,
     )
     console = err()
     try:

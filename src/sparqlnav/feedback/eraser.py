@@ -23,6 +23,9 @@ from sparqlnav.feedback.view import BuildView
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
+from sparqlnav.question.fit import asks_for_one, projection_mismatch
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.linking import tokenize
 from sparqlnav.sparql.guard import SparqlToken, declared_prefixes, tokens
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap, undeclared_prefixes
 from sparqlnav.tools.lookup import EntityPage
@@ -33,6 +36,7 @@ Stage = Literal["before", "after"]
 Details = Mapping[str, object]
 
 DEFAULT_LARGE_ROWS = 500
+DEFAULT_SINGULAR_ROWS = 7  # the cascade's default (CascadeSettings.singular_rows, measured on CK25)
 # Namespaces of shared vocabularies: using their terms needs no prior observation.
 VOCABULARY_NAMESPACES = tuple(WELL_KNOWN.values())
 _AGGREGATE = re.compile(r"\b(COUNT|SUM|AVG|MIN|MAX|SAMPLE|GROUP_CONCAT)\s*\(", re.I)
@@ -289,6 +293,7 @@ class StepContext:
     observation: Observation | None = None  # None before the action runs
     result: QueryResult | None = None
     build: BuildView | None = None  # the query builder's state (the build strategy only)
+    question: str | None = None  # set when the step's result is meant as the answer (its shape is checked)
 
     @property
     def prefixes(self) -> PrefixMap:
@@ -307,6 +312,7 @@ class FeedbackOptions:
     """Thresholds of the detectors."""
 
     large_rows: int = DEFAULT_LARGE_ROWS
+    singular_rows: int = DEFAULT_SINGULAR_ROWS  # more rows than this do not answer "who is the …"
 
 
 Detector = Callable[[StepContext, FeedbackOptions], Details | None]
@@ -541,6 +547,18 @@ def labels_only(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     return {"vars": ", ".join("?" + v for v in (named or table.vars))}
 
 
+def answer_shape(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The result meant as the answer does not fit what the question asks for (a count for "which", many
+    rows for "the", no number for "how many", no date for "when", yes/no for anything else)."""
+    r = ctx.result
+    if ctx.question is None or r is None or r.outcome is not Outcome.OK or r.table is None or r.table.is_empty:
+        return None
+    question = ctx.question
+    mismatch = projection_mismatch(analyse(tokenize(question)), r.table, opts.singular_rows,
+                                   one=asks_for_one(question), query=ctx.query)
+    return {"problem": mismatch} if mismatch else None
+
+
 # -- engine
 
 
@@ -652,6 +670,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         unseen_iri,
         unbound_projection,
         labels_only,
+        answer_shape,
     )
 }
 

@@ -23,6 +23,14 @@ RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 # How many first and last rows a long table shows (to_markdown, and the labels fetched for it).
 SHOWN_HEAD = 5
 SHOWN_TAIL = 5
+# A table of at most this many rows is shown whole: a model reading "the first 5 and last 5" of 19 rows
+# answered from the 10 it saw (issue 14).
+SHOWN_WHOLE = 25
+# Characters of cell text a rendering spends before it cuts cells; a cell gets at least SHORT_CELL_CHARS and at
+# most LONG_CELL_CHARS, so the text of a small table (an abstract, a description) is shown whole.
+CELL_BUDGET_CHARS = 4000
+SHORT_CELL_CHARS = 120
+LONG_CELL_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +190,10 @@ class ResultTable:
         """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious."""
         return [[show_term(row.get(v), prefixes, labels) for v in self.vars] for row in self.rows]
 
-    def shown_rows(self, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL) -> list[Row]:
-        """The rows a rendering of the first `head` and last `tail` rows shows: all of them when they fit."""
-        if len(self.rows) <= head + tail:
+    def shown_rows(self, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL, whole: int = SHOWN_WHOLE) -> list[Row]:
+        """The rows a rendering shows: all of them up to `whole` (or `head + tail`) rows, else the first `head`
+        and the last `tail`."""
+        if len(self.rows) <= max(whole, head + tail):
             return list(self.rows)
         return self.rows[:head] + self.rows[len(self.rows) - tail :]
 
@@ -195,16 +204,21 @@ class ResultTable:
         *,
         head: int = SHOWN_HEAD,
         tail: int = SHOWN_TAIL,
-        max_cell: int = 120,
+        whole: int = SHOWN_WHOLE,
+        max_cell: int | None = None,
     ) -> str:
-        """A compact markdown table for an LLM: first and last rows when long, clipped cells, total stated."""
+        """A markdown table for an LLM: whole up to `whole` rows, else first and last rows; cells cut only past
+        their share of the budget (or `max_cell`); every cut stated."""
         if self.boolean is not None:
             return f"ASK result: {'true' if self.boolean else 'false'}"
         if not self.rows:
             return "The query returned no rows."
-        cut = len(self.rows) > head + tail
-        shown = ResultTable(self.vars, self.shown_rows(head, tail)).display_rows(prefixes, labels)
-        cells = [[clip(c, max_cell) for c in r] for r in shown]
+        kept = self.shown_rows(head, tail, whole)
+        cut = len(kept) < len(self.rows)
+        shown = ResultTable(self.vars, kept).display_rows(prefixes, labels)
+        limit = max_cell if max_cell is not None else cell_limit(len(shown), len(self.vars))
+        cells = [[clip(c, limit) for c in r] for r in shown]
+        clipped = sum(len(c) > limit for r in shown for c in r)
         lines = [
             "| " + " | ".join("?" + v for v in self.vars) + " |",
             "|" + "---|" * len(self.vars),
@@ -216,15 +230,23 @@ class ResultTable:
             total += f" in total; the first {head} and last {tail} are shown"
         if self.truncated:
             total += f"; the result was cut at a cap ({self.cap}), more rows exist"
+        if clipped:
+            total += f"; {clipped} cell{'s' if clipped != 1 else ''} cut at {limit:,} characters (…)"
         lines.append(f"({total}.)")
         return "\n".join(lines)
 
 
+def cell_limit(rows: int, columns: int) -> int:
+    """Characters a cell may show in a table of `rows` × `columns` shown cells: the budget shared out."""
+    share = CELL_BUDGET_CHARS // max(1, rows * columns)
+    return max(SHORT_CELL_CHARS, min(LONG_CELL_CHARS, share))
+
+
 def shown_labels(
-    table: ResultTable, names: Names, *, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL
+    table: ResultTable, names: Names, *, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL, whole: int = SHOWN_WHOLE
 ) -> dict[str, str]:
-    """The labels of the IRIs in the rows a rendering of `table` with `head` and `tail` rows shows."""
-    iris = [t.value for row in table.shown_rows(head, tail) for t in row.values() if t.kind == "uri"]
+    """The labels of the IRIs in the rows a rendering of `table` with `head`, `tail` and `whole` shows."""
+    iris = [t.value for row in table.shown_rows(head, tail, whole) for t in row.values() if t.kind == "uri"]
     return names.labels_of(iris) if iris else {}
 
 

@@ -21,6 +21,8 @@ from sparqlnav.sparql.prefixes import PrefixMap
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+RDFS_SUBCLASS = "http://www.w3.org/2000/01/rdf-schema#subClassOf"
+INCOMING_SHOWN = 5  # properties pointing at a class that its shape lists
 VOID = "http://rdfs.org/ns/void#"
 VOID_EXT = ("http://ldf.fi/void-ext#", "http://purl.org/query/voidext#")
 SD = "http://www.w3.org/ns/sparql-service-description#"
@@ -107,6 +109,7 @@ class Schema:
     linked_endpoints: list[str] = field(default_factory=list)
     type_predicates: list[str] = field(default_factory=lambda: [RDF_TYPE])
     labels: dict[str, str] = field(default_factory=dict)
+    superclasses: dict[str, list[str]] = field(default_factory=dict)  # rdfs:subClassOf in the data
     source: str = ""
     sampled: bool = False
 
@@ -171,6 +174,26 @@ class Schema:
         return found
 
     @cached_property
+    def subclasses(self) -> dict[str, list[str]]:
+        """Class → its direct subclasses (the inverse of `superclasses`)."""
+        out: dict[str, list[str]] = {}
+        for sub, supers in sorted(self.superclasses.items()):
+            for sup in supers:
+                out.setdefault(sup, []).append(sub)
+        return out
+
+    @cached_property
+    def incoming(self) -> dict[str, list[tuple[int, str, str]]]:
+        """Class → (triples, predicate, subject class) of the properties whose values are of that class, most
+        used first."""
+        out: dict[str, list[tuple[int, str, str]]] = {}
+        for c in self.classes.values():
+            for p in c.predicates.values():
+                for oc, n in p.object_classes.items():
+                    out.setdefault(oc, []).append((n or 0, p.iri, c.iri))
+        return {oc: sorted(edges, key=lambda e: (-e[0], e[1], e[2])) for oc, edges in out.items()}
+
+    @cached_property
     def namespaces(self) -> dict[str, int]:
         """Namespace → number of classes and predicates in it (where the schema is authoritative)."""
         counts: dict[str, int] = {}
@@ -198,10 +221,13 @@ class Schema:
         top_fraction: float = 1.0,
         max_objects: int = 5,
         counts: bool = False,
+        incoming: bool = False,
     ) -> str:
-        """A ShEx-like shape of one class: its predicates (most frequent first) with object classes or datatypes.
+        """A ShEx-like shape of one class: its predicates (most frequent first) with object classes or datatypes,
+        its super- and subclasses in the header.
 
-        `top_fraction` keeps only the most frequent share of predicates (at least one)."""
+        `top_fraction` keeps only the most frequent share of predicates (at least one); `incoming` adds, as
+        comments, the properties whose values are of this class (`← p from C`), so each direction is evident."""
         info = self.classes.get(class_iri)
         name = self.compact(class_iri)
         typing = self.type_predicates[0] if self.type_predicates else RDF_TYPE
@@ -234,12 +260,29 @@ class Schema:
         notes = [self.labels[class_iri]] if class_iri in self.labels else []
         if counts and info and info.instances:
             notes.append(f"{info.instances:,} instances")
+        if self.superclasses.get(class_iri):
+            notes.append("subclass of " + ", ".join(self.compact(c) for c in self.superclasses[class_iri]))
+        if self.subclasses.get(class_iri):
+            notes.append("subclasses: " + ", ".join(self.compact(c) for c in self.subclasses[class_iri]))
         header = f"{name} {{" + (f"  # {'; '.join(notes)}" if notes else "")
         body = [
             f"  {text}{' ;' if i < len(entries) - 1 else ''}{note}"
             for i, (text, note) in enumerate(entries)
         ]
+        if incoming:
+            body += self._incoming_lines(class_iri, {p.iri for p in ranked})
         return "\n".join([header, *body, "}"])
+
+    def _incoming_lines(self, class_iri: str, outgoing: set[str]) -> list[str]:
+        """Comment lines naming the properties that point at the class (and which of them it uses itself too)."""
+        edges = [e for e in self.incoming.get(class_iri, []) if e[1] not in self.type_predicates]
+        lines = []
+        for _n, pred, subject in edges[:INCOMING_SHOWN]:
+            both = " (also used inversely: this class's own values of it are listed above)" if pred in outgoing else ""
+            lines.append(f"  # ← {self.compact(pred)} from {self.compact(subject)}{both}")
+        if len(edges) > INCOMING_SHOWN:
+            lines.append(f"  # ← … and {len(edges) - INCOMING_SHOWN} more")
+        return lines
 
     def shapes(
         self,
@@ -271,6 +314,7 @@ class Schema:
             "linked_endpoints": self.linked_endpoints,
             "type_predicates": self.type_predicates,
             "labels": self.labels,
+            "superclasses": self.superclasses,
             "prefixes": self.prefixes,
             "predicates": self.predicates,
             "classes": {
@@ -322,6 +366,7 @@ class Schema:
             linked_endpoints=list(data.get("linked_endpoints", [])),
             type_predicates=list(data.get("type_predicates", [RDF_TYPE])),
             labels=dict(data.get("labels", {})),
+            superclasses={c: list(v) for c, v in data.get("superclasses", {}).items()},
             source=data.get("source", ""),
             sampled=bool(data.get("sampled", False)),
         )
@@ -679,16 +724,35 @@ def compute_schema(
                     b.add_datatype(info.iri, r["p"], r["datatype"], n)
         report(len(chosen), total, "fetching class labels")
         labels = _class_labels(runner, b, max_classes)
+    superclasses = _superclasses(runner, b, max_classes)
     report(total, total, "done")
     type_predicates = [type_predicate] if type_predicate == RDF_TYPE else [type_predicate, RDF_TYPE]
     return b.finish(
         labels=labels,
+        superclasses=superclasses,
         prefixes=dict(prefixes or {}),
         endpoint=endpoint,
         type_predicates=type_predicates,
         source=f"computed:{mode}",
         sampled=mode == "sampled",
     )
+
+
+def _superclasses(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, list[str]]:
+    """The direct superclasses (rdfs:subClassOf in the data) of the largest classes."""
+    chosen = sorted(b.classes.values(), key=lambda c: (-(c.instances or 0), c.iri))[:limit]
+    if not chosen:
+        return {}
+    values = " ".join(f"<{c.iri}>" for c in chosen)
+    query = (
+        f"SELECT ?class ?super WHERE {{ VALUES ?class {{ {values} }} ?class <{RDFS_SUBCLASS}> ?super "
+        "FILTER(isIRI(?super) && ?super != ?class) }"
+    )
+    out: dict[str, list[str]] = {}
+    for r in runner.select(query):
+        if "super" in r:
+            out.setdefault(r["class"], []).append(r["super"])
+    return {c: sorted(set(v)) for c, v in sorted(out.items())}
 
 
 def _class_labels(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, str]:

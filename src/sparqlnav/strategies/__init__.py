@@ -42,12 +42,12 @@ def available() -> list[str]:
 
 def settings_options(name: str, settings: Settings) -> dict[str, object]:
     """The options a strategy takes from the settings: the lexical threshold, and the settings themselves for
-    the strategies that read more of them (retrieve, explore, hybrid, the cascade)."""
+    the strategies that read more of them (retrieve, explore, build, hybrid, the cascade)."""
     if name == "lexical":
         return {"threshold": settings.lexical.threshold}
     if name == "auto":
         return {"settings": settings, "threshold": settings.lexical.threshold}
-    if name in ("retrieve", "explore", "hybrid"):
+    if name in ("retrieve", "explore", "hybrid", "build"):
         return {"settings": settings}
     return {}
 

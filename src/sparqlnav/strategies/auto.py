@@ -18,9 +18,9 @@ from typing import Any
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.llm.client import LLMConfig
-from sparqlnav.question.intent import DATE_TYPES, Intent, analyse
+from sparqlnav.question.fit import asks_for_one, projection_mismatch
+from sparqlnav.question.intent import Intent, analyse
 from sparqlnav.question.linking import tokenize
 from sparqlnav.retrieval.indexes import index_errors
 from sparqlnav.settings import CascadeSettings, Settings
@@ -34,64 +34,6 @@ HANDOVER_ENTITIES = 12  # labelled IRIs a handover names: enough to start from, 
 _IRI = re.compile(r"<([^<>\s]+)>")
 _PNAME = re.compile(r"(?<![\w<?$])([A-Za-z][\w-]*):([A-Za-z_][\w-]*)")
 _PREFIX_DECL = re.compile(r"(?im)^\s*PREFIX\s+([\w-]*):\s*<([^>]*)>")
-_NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "short", "nonNegativeInteger",
-            "positiveInteger", "unsignedInt", "unsignedLong")
-_DATE_TEXT = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?([T ].*)?$")
-
-
-_ONE = re.compile(r"(?i)^\W*(?:in\s+|from\s+|for\s+)?(?:who|whom|what|which|where)\b(?:\s+\w+){0,2}?\s+(?:is|was)\b")
-_MANY = re.compile(r"(?i)\b(?:all|every|each|per|list|top|everyone|directory)\b")
-
-
-def asks_for_one(question: str) -> bool:
-    """Whether the question asks for one thing ("Who is the manager of …", "In which department is …")."""
-    return bool(_ONE.search(question)) and not _MANY.search(question)
-
-
-def projection_mismatch(intent: Intent, table: ResultTable, singular_rows: int, *, one: bool = False) -> str | None:
-    """Why a result does not fit the answer type the question asks for (None when it fits); `one`: the question
-    asks for one thing, so more than `singular_rows` rows do not fit."""
-    wanted = intent.answer
-    if wanted == "boolean":
-        return None  # "Are there …?" is often answered by the rows themselves
-    if table.boolean is not None:
-        return f"a yes/no result for a question asking for a {_named(wanted)}"
-    if wanted == "count":
-        first = table.rows[0] if table.rows else {}
-        if not any(_is_number(t) for t in first.values()):
-            return f"a 'how many' question, but the result has no number ({len(table.rows)} rows of names)"
-        return None
-    if wanted == "date":
-        shown = [t for row in table.rows[:20] for t in row.values()]
-        if not any(_is_date(t) for t in shown):
-            return "a 'when' question, but the result has no date"
-        return None
-    if one and len(table.rows) > singular_rows:
-        return f"the question asks for one {_named(wanted)}, the result has {len(table.rows)} rows"
-    return None
-
-
-def _named(answer_type: str) -> str:
-    return {"person": "person", "place": "place", "count": "count", "date": "date", "number": "number"}.get(
-        answer_type, "thing")
-
-
-def _is_number(term: Term) -> bool:
-    if term.kind != "literal":
-        return False
-    if term.datatype and any(term.datatype.endswith("#" + t) for t in _NUMERIC):
-        return True
-    try:
-        float(term.value)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_date(term: Term) -> bool:
-    if term.kind != "literal":
-        return False
-    return (term.datatype or "") in DATE_TYPES or bool(_DATE_TEXT.match(term.value.strip()))
 
 
 def outcome_of(answer: Answer) -> str:
@@ -229,7 +171,8 @@ class Auto:
         issues = answer.extra.get("validator_issues")
         if issues:
             return "the validator still found issues after the fixes: " + "; ".join(map(str, issues))
-        mismatch = projection_mismatch(intent, table, self.options.singular_rows, one=asks_for_one(question))
+        mismatch = projection_mismatch(intent, table, self.options.singular_rows, one=asks_for_one(question),
+                                       query=answer.sparql)
         if mismatch is not None:
             return f"its result does not fit the question: {mismatch}"
         doubt = answer.extra.get("unsure")

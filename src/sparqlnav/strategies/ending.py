@@ -24,7 +24,7 @@ def plain_answer(table: ResultTable, kg: KnowledgeGraph, question: str = "") -> 
     people by what the question asks (a year for "In what year…")."""
     if table.boolean is not None:
         return yes_no(table.boolean)
-    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0)
+    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=0, whole=0)
     labels |= unit_labels((t for row in table.rows[:ANSWER_ROWS] for t in row.values()), kg.names)
     asked = Asked.of(question)
     rows = [

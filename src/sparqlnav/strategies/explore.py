@@ -45,12 +45,11 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
-from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.prompts import prompt_text
-from sparqlnav.tools.digest import Digest, Digests
+from sparqlnav.tools.digest import Digest, Digests, stored_digests
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, resolve
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
@@ -164,9 +163,7 @@ class Explore:
         """The schema digests of the graphs this agent explores (stored index schemas where `sparqlnav index` made them)."""
         with self._lock:
             if self._digests is None:
-                # The registry builds strategies without settings: read them once, as the entry points do.
-                settings = self.settings or Settings.from_env()
-                self._digests = Digests(KGIndexes(settings.paths.home, embedding=settings.embedding))
+                self._digests = stored_digests(self.settings)
             return self._digests
 
     def run(
@@ -210,8 +207,7 @@ class _Run:
         self.o = agent.options
         self.feedback = agent.feedback
         self.digest: Digest = agent.digests().get(kg)
-        if self.digest.invented:  # the graph's own namespace gets a prefix even when its file declares none
-            kg = dataclasses.replace(kg, prefixes=kg.prefixes.merged(self.digest.invented))
+        kg = self.digest.graph(kg)  # the graph's own namespace gets a prefix even when its file declares none
         self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.memory = Memory(kg.prefixes, kg.vocab)
@@ -352,10 +348,8 @@ class _Run:
 
     def _system_prompt(self) -> str:
         kg = self.kg
-        # Only the namespaces the data uses (CK25's file declares ~90, most never used); Wikidata keeps its own.
-        shown = self.digest.prefixes or dict(kg.prefixes.items())
-        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(shown.items()) if p)
-        flavour = f"\n{self.digest.text}\n" if self.digest.text else ""
+        prefixes = self.digest.prefix_lines(kg)
+        flavour = self.digest.block()
         wb = kg.vocab.wikibase
         if wb:
             flavour += (

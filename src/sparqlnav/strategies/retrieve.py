@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import Memory, StepContext, render_guidelines
+from sparqlnav.feedback.eraser import Guideline, Memory, StepContext, render_guidelines
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
@@ -64,7 +64,7 @@ _BARE_QUERY = re.compile(r"(?is)((?:PREFIX\s+\S*\s*<[^>]*>\s*)*(?:SELECT|ASK|CON
 _UNSURE_LINE = re.compile(r"(?im)^[ \t*_]*UNSURE[ \t*_]*:[ \t]*(.*?)[ \t*_]*$")
 # Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
 ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
-                     "refused", "engine_error", "unbound_projection")
+                     "refused", "engine_error", "unbound_projection", "answer_shape")
 
 
 class Decomposition(BaseModel):
@@ -268,8 +268,11 @@ class _Run:
                 return self.finish(None, None, "error", "No SPARQL query could be written for this question.",
                                    error="the model's replies held no SPARQL query")
             attempt.result = self.execute(ctx, attempt)
-            if self.options.engine_fix and not _answered(attempt.result):
-                attempt = self.engine_fix(ctx, attempt)
+            if self.options.engine_fix:
+                guidelines = self._engine_guidelines(attempt.query, attempt.result)
+                # Rows are sent back only when their shape is wrong; the other notes ride along with it.
+                if not _answered(attempt.result) or any(g.id == "answer_shape" for g in guidelines):
+                    attempt = self.engine_fix(ctx, attempt, guidelines)
             self.chosen = attempt
         except (LLMError, IndexUnavailable, EmbedderUnavailable) as exc:
             self.trace.emit("error", message=str(exc))
@@ -480,14 +483,19 @@ class _Run:
         attempt.endpoint = url
         return TracedEndpoint(endpoint, self.trace).query(attempt.query)
 
-    def engine_fix(self, ctx: KGIndex, attempt: Attempt) -> Attempt:
+    def engine_fix(self, ctx: KGIndex, attempt: Attempt, guidelines: Sequence[Guideline]) -> Attempt:
+        """Send the query back once with what the engine (or the answer-shape check) said; keep the better."""
         result = attempt.result
         assert result is not None and attempt.query is not None
-        guidelines = self._engine_guidelines(attempt.query, result)
         for g in guidelines:
             self.trace.emit("feedback", id=g.id, source=g.source, text=g.text)
         details = render_guidelines(guidelines) or result.message
-        outcome = "returned no rows" if result.outcome in (Outcome.EMPTY, Outcome.OK) else f"failed ({result.describe()})"
+        if _answered(result):
+            outcome = f"returned {len(result.table or ())} row(s) that do not fit the question"
+        elif result.outcome in (Outcome.EMPTY, Outcome.OK):
+            outcome = "returned no rows"
+        else:
+            outcome = f"failed ({result.describe()})"
         where = attempt.endpoint or self.kg.name
         self.messages.append(Message.user(Template(prompt_text("retrieve_engine_fix.md")).safe_substitute(
             endpoint=where, outcome=outcome, details=details, question=self.question)))
@@ -498,18 +506,23 @@ class _Run:
         if not report.ok:
             self.trace.emit("info", message="the engine fix has schema issues; running it anyway")
         retry.result = self.execute(ctx, retry)
-        # Keep the retry unless it did worse than the first query.
-        if _answered(retry.result) or not result.ok or retry.result.ok:
+        # Keep the retry unless it did worse than the first query (rows of the wrong shape beat no rows).
+        if _answered(retry.result):
+            return retry
+        if _answered(result):
+            return attempt
+        if not result.ok or retry.result.ok:
             return retry
         return attempt
 
-    def _engine_guidelines(self, query: str, result: QueryResult) -> list[Any]:
+    def _engine_guidelines(self, query: str, result: QueryResult) -> list[Guideline]:
         feedback = self.strategy.feedback or Feedback()
         self.strategy.feedback = feedback
         memory = Memory(prefixes=self.kg.prefixes, vocab=self.kg.vocab)
         text = result.table.to_markdown(self.kg.prefixes) if result.table is not None else result.describe()
         ctx = StepContext(memory=memory, call=ToolCall(id="retrieve", name="execute_sparql", arguments={"query": query}),
-                          query=query, observation=Observation(text, result, ok=result.ok), result=result)
+                          query=query, observation=Observation(text, result, ok=result.ok), result=result,
+                          question=self.question)
         return [g for g in feedback.check(ctx, "after") if g.id in ENGINE_GUIDELINES]
 
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:

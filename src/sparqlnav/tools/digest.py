@@ -9,6 +9,7 @@ endpoint's VoID; a graph too large for either gets an empty digest. Each KG's di
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, show_term
 from sparqlnav.graph.schema import RDF_TYPE, Schema, compute_schema, namespace_of, read_void
+from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 
 if TYPE_CHECKING:
@@ -48,6 +50,20 @@ class Digest:
     name_properties: tuple[str, ...] = ()  # literal properties holding names when there are no labels
     source: str = "none"  # index, computed, void or none
 
+    def graph(self, kg: KnowledgeGraph) -> KnowledgeGraph:
+        """`kg` with the invented prefixes added, so queries and tools may use them."""
+        return dataclasses.replace(kg, prefixes=kg.prefixes.merged(self.invented)) if self.invented else kg
+
+    def prefix_lines(self, kg: KnowledgeGraph) -> str:
+        """The prefixes a prompt lists: those that matter (all of the graph's when nothing is known)."""
+        # Only the namespaces the data uses (CK25's file declares ~90, most never used); Wikidata keeps its own.
+        shown = self.prefixes or dict(kg.prefixes.items())
+        return "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(shown.items()) if p)
+
+    def block(self) -> str:
+        """The digest as a prompt paragraph (empty when nothing is known)."""
+        return f"\n{self.text}\n" if self.text else ""
+
 
 @dataclass(frozen=True)
 class DigestOptions:
@@ -57,6 +73,15 @@ class DigestOptions:
     properties_per_class: int = 8
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
+
+
+def stored_digests(settings: Settings | None) -> Digests:
+    """A digest holder that reads the schemas `sparqlnav index` stored under the settings' home."""
+    from sparqlnav.retrieval.indexes import KGIndexes
+
+    # The registry builds strategies without settings: read them once, as the entry points do.
+    settings = settings or Settings.from_env()
+    return Digests(KGIndexes(settings.paths.home, embedding=settings.embedding))
 
 
 class Digests:
@@ -226,11 +251,8 @@ def render_digest(
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
-    incoming: dict[str, list[tuple[int, str, str]]] = {}
-    for c in classes:
-        for p in schema.classes[c].predicates.values():
-            for oc, n in p.object_classes.items():
-                incoming.setdefault(oc, []).append((n or 0, p.iri, c))
+    main = set(classes)
+    incoming = {oc: [e for e in edges if e[2] in main] for oc, edges in schema.incoming.items()}
     lines = [
         "Main classes (instances) with their most used properties; `→` gives what a property's values are, "
         "`←` which properties point at the class:"
@@ -269,12 +291,13 @@ def render_digest(
 def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
     """A class's shape (in the schema's prefixes) with one or two real sample values per property."""
     prefixes = schema.prefix_map
-    lines = schema.shape(class_iri, counts=False).splitlines()
+    lines = schema.shape(class_iri, counts=False, incoming=True).splitlines()
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")
         head = body.split(" ", 1)[0]
-        iri = prefixes.expand(head) if head and head not in ("a", "}") and not head.endswith("{") else None
+        named = head and head not in ("a", "}", "#") and not head.endswith("{")
+        iri = prefixes.expand(head) if named else None
         values = samples.get(iri or "", []) if iri else []
         if values:
             shown = ", ".join(clip(show_term(v, prefixes), 40) for v in values)

@@ -39,11 +39,13 @@ from sparqlnav.llm.client import (
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import link_entities, tokenize
 from sparqlnav.retrieval.embed import Embedder, default_embedder
+from sparqlnav.settings import Settings
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
 from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.explore import record_reply
 from sparqlnav.strategies.prompts import prompt_text
+from sparqlnav.tools.digest import Digests, stored_digests
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
 from sparqlnav.trace import Trace
 
@@ -97,10 +99,14 @@ class Build:
         *,
         feedback: Feedback | None = None,
         embedder: Embedder | str | None = AUTO,
+        digests: Digests | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.llm = llm
         self.options = options or BuildOptions()
         self.feedback = feedback or Feedback()
+        self.settings = settings
+        self._digests = digests
         self._embedder = embedder
         self._client: LLMClient | None = None
         self._lock = threading.Lock()
@@ -117,6 +123,13 @@ class Build:
             if self._client is None:
                 self._client = LLMClient(self.llm)
             return self._client
+
+    def digests(self) -> Digests:
+        """The schema digests of the graphs this builder queries (the same as explore's, made once)."""
+        with self._lock:
+            if self._digests is None:
+                self._digests = stored_digests(self.settings)
+            return self._digests
 
     def embedder(self) -> Embedder | None:
         """The relation-ranking embedder, loaded on first use (None: BM25)."""
@@ -145,6 +158,8 @@ class _Run:
     def __init__(self, agent: Build, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> None:
         self.o = agent.options
         self.feedback = agent.feedback
+        self.digest = agent.digests().get(kg)
+        kg = self.digest.graph(kg)  # the graph's own namespace gets a prefix even when its file declares none
         self.question, self.kg, self.trace, self.context = question, kg, trace, context
         self.tools = Toolkit(kg, trace)
         self.builder = Builder(
@@ -233,10 +248,10 @@ class _Run:
 
     def _system_prompt(self) -> str:
         kg = self.kg
-        prefixes = "\n".join(f"  {p}: <{ns}>" for p, ns in sorted(kg.prefixes.items()))
-        flavour = ""
+        prefixes = self.digest.prefix_lines(kg)
+        flavour = self.digest.block()
         if kg.vocab.wikibase:
-            flavour = (
+            flavour += (
                 "\nThis graph is shaped like Wikidata: relations between items are wdt:P…; names are rdfs:label "
                 "literals.\n"
             )
@@ -301,12 +316,12 @@ class _Run:
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Build:
-    """Build the build strategy; options are BuildOptions fields plus `feedback` and `embedder`
-    (an Embedder, None for BM25, or "auto")."""
+    """Build the build strategy; options are BuildOptions fields plus `feedback`, `embedder` (an Embedder, None
+    for BM25, or "auto"), `digests` and `settings`."""
     if llm is None:
         raise ValueError("the build strategy needs an LLM (set OPENAI_BASE_URL and SPARQLNAV_LLM_MODEL)")
     fields = {f.name for f in dataclasses.fields(BuildOptions)}
-    extra = {"feedback", "embedder"}
+    extra = {"feedback", "embedder", "digests", "settings"}
     unknown = set(options) - fields - extra
     if unknown:
         raise TypeError(f"unknown build options: {', '.join(sorted(unknown))}")

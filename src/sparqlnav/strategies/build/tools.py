@@ -248,10 +248,11 @@ class Builder:
 
     def _rows(self, table: ResultTable) -> str:
         try:
-            labels = shown_labels(table, self.kit.kg.names, head=SHOWN_ROWS, tail=0)
+            # A preview of the draft after each edit: its first rows are enough to judge the edit.
+            labels = shown_labels(table, self.kit.kg.names, head=SHOWN_ROWS, tail=0, whole=0)
         except NAME_SERVICE_ERRORS:
             labels = {}
-        return table.to_markdown(self.prefixes, labels, head=SHOWN_ROWS, tail=0)
+        return table.to_markdown(self.prefixes, labels, head=SHOWN_ROWS, tail=0, whole=0)
 
     def _show(self, term: DraftTerm) -> str:
         iri = iri_of(term)

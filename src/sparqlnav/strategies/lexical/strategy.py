@@ -277,7 +277,7 @@ class _Run:
             what = {"AVG": "average", "SUM": "total", "MIN": "minimum", "MAX": "maximum"}
             return f"The {what.get(c.aggregate or '', 'value')} is {_round(value)}."
         values = table.column("a")
-        labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0)  # every row binds ?a
+        labels = shown_labels(table, self.ctx.kg.names, head=10, tail=0, whole=0)  # every row binds ?a
         labels |= unit_labels(values[:10], self.ctx.kg.names)
         shown = [_show(v, labels, asked) for v in values[:10]]
         more = len(values) - len(shown)
