@@ -219,6 +219,21 @@ def test_search_reaches_a_property_by_its_parts_and_abbreviations(bestiary: Know
     assert "hasXPValue" in found.text
 
 
+def test_search_reaches_properties_named_by_a_words_start_or_initials(bestiary: KnowledgeGraph) -> None:
+    # A relay model searched "initiative" and "hit points" and found nothing: the names are hasInitValue, hasHPvalue.
+    onto = "http://www.semanticweb.org/annab/ontologies/2022/3/ontology#"
+    tools = Toolkit(bestiary, Trace())
+
+    def props(text: str) -> list[str]:
+        found = tools.search(text).value
+        assert isinstance(found, SearchResult)
+        return [p.iri.removeprefix(onto) for p in found.properties]
+
+    assert "hasInitValue" in props("initiative")
+    assert {"hasHPvalue", "hasHPValue"} <= set(props("hit points"))
+    assert "cha" in props("charisma")
+
+
 # ---------------------------------------------------------------- retrieve's context is complete
 
 

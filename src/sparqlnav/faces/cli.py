@@ -35,7 +35,7 @@ from sparqlnav.faces.progress import human_size, reporting
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
-from sparqlnav.graph.progress import Step
+from sparqlnav.graph.progress import ProgressStep
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
@@ -1079,7 +1079,7 @@ def index_command(
 
         def report(message: str, done: int, total: int) -> None:
             if reporter is not None:
-                reporter.step(Step(message, done, total or None, "items"))
+                reporter.step(ProgressStep(message, done, total or None, "items"))
 
         synthesized: list[str] = []
         if synthesize_examples > 0:

@@ -11,7 +11,7 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sparqlnav.graph.progress import Built, Step, Unit
+from sparqlnav.graph.progress import Built, ProgressStep, Unit
 
 REFRESH_S = 0.1  # a parser holding the interpreter may starve rich's own refresh thread: refresh from here too
 PLAIN_EVERY_S = 5.0  # a line at most this often per task on a non-terminal
@@ -42,7 +42,7 @@ class ConsoleReporter:
         self.started = time.monotonic()
         self.last_shown = 0.0
 
-    def step(self, step: Step) -> None:
+    def step(self, step: ProgressStep) -> None:
         """Show where the task stands: how much of how much, and how fast."""
         now = time.monotonic()
         if step.task != self.current:

@@ -16,7 +16,7 @@ from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex, Names
 from sparqlnav.graph.profile import load_or_probe
-from sparqlnav.graph.progress import Built, Reporter, Step, folder_size
+from sparqlnav.graph.progress import Built, ProgressStep, Reporter, folder_size
 from sparqlnav.graph.search import EndpointNames
 from sparqlnav.graph.store import LocalGraph, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
@@ -113,9 +113,9 @@ def open_local(
     if not LabelIndex.exists(index_path):
         built = True
         task = "building the name index"
-        counted = None if reporter is None else (lambda done: reporter.step(Step(task, done, info.triples, "triples")))
+        counted = None if reporter is None else (lambda done: reporter.step(ProgressStep(task, done, info.triples, "triples")))
         if reporter:
-            reporter.step(Step(task, 0, info.triples, "triples"))
+            reporter.step(ProgressStep(task, 0, info.triples, "triples"))
         LabelIndex.build_from_store(store, index_path, vocab, progress=counted)
     del store
     if built and reporter:
@@ -214,10 +214,10 @@ def download_names(
     built from an incomplete read is kept beside the real one and used for this run only."""
     task, started = f"indexing names of {endpoint.url}", time.monotonic()
     if reporter:
-        reporter.step(Step(task, 0, None, "names"))
+        reporter.step(ProgressStep(task, 0, None, "names"))
     partial = index_path.with_name("labels.partial.sqlite")
     pages = _NamePages(endpoint, vocab)
-    rows = pages if reporter is None else _counted(pages, lambda n: reporter.step(Step(task, n, None, "names")))
+    rows = pages if reporter is None else _counted(pages, lambda n: reporter.step(ProgressStep(task, n, None, "names")))
     LabelIndex.build_from_triples(rows, partial, vocab, _remote_predicates(endpoint))
     target = index_path if pages.complete else partial
     if pages.complete:

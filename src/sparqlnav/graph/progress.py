@@ -14,7 +14,7 @@ Unit = Literal["bytes", "triples", "names", "items"]
 
 
 @dataclass(frozen=True)
-class Step:
+class ProgressStep:
     """Where a piece of work stands: `done` of `total` (None: not known in advance) `unit`s."""
 
     task: str
@@ -37,7 +37,7 @@ class Built:
 class Reporter(Protocol):
     """Receives progress and the final summary of long work."""
 
-    def step(self, step: Step) -> None:
+    def step(self, step: ProgressStep) -> None:
         """Progress of the current task."""
 
     def built(self, built: Built) -> None:

@@ -37,7 +37,7 @@ import pyoxigraph as ox
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.entities import EntityExpansionError, check_entity_expansion
-from sparqlnav.graph.progress import CountingReader, Reporter, Step
+from sparqlnav.graph.progress import CountingReader, ProgressStep, Reporter
 
 FORMATS: dict[str, ox.RdfFormat] = {
     ".ttl": ox.RdfFormat.TURTLE,
@@ -120,7 +120,7 @@ def ensure_store(
         notice = f"the store {final} is damaged ({problem}); rebuilding it from its source files"
         log.warning("%s", notice)
         if reporter:
-            reporter.step(Step(notice, 0, len(files), "items"))
+            reporter.step(ProgressStep(notice, 0, len(files), "items"))
         shutil.rmtree(final, ignore_errors=True)
     for f in files:
         if FORMATS[f.suffix.lower()] == ox.RdfFormat.RDF_XML:
@@ -158,9 +158,9 @@ def _load_file(store: ox.Store, f: Path, reporter: Reporter | None, task: str) -
         store.bulk_load(path=str(f), format=fmt, base_iri=base)
         return
     size = f.stat().st_size
-    reporter.step(Step(task, 0, size, "bytes"))
+    reporter.step(ProgressStep(task, 0, size, "bytes"))
     with f.open("rb") as raw:
-        reader = CountingReader(raw, lambda done: reporter.step(Step(task, done, size, "bytes")))
+        reader = CountingReader(raw, lambda done: reporter.step(ProgressStep(task, done, size, "bytes")))
         # Buffered in 1 MiB reads: the parser's own small reads would report thousands of times a second.
         store.bulk_load(input=io.BufferedReader(reader, buffer_size=1 << 20), format=fmt, base_iri=base)
 

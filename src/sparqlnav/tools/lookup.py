@@ -92,6 +92,10 @@ def search(
             for h in kg.names.search(word, limit=10, kinds=["property"]):
                 if h.kind == "property" and all(h.iri != p.iri for p in all_props):
                     all_props.append(h)
+    if len(all_props) < properties:
+        for h in _abbreviated_properties(kg, text):
+            if all(h.iri != p.iri for p in all_props):
+                all_props.append(h)
     return SearchResult(
         text,
         all_ents[:entities],
@@ -135,6 +139,39 @@ def resolve_name(kg: KnowledgeGraph, ident: str) -> tuple[str, NameHit | None]:
             near = f" (closest: {hits[0].label!r}, {kg.prefixes.compact(hits[0].iri)})" if hits else ""
             raise LookupFailed(f"nothing in {kg.name} is called {ident!r}{near}") from None
         return hits[0].iri, hits[0]
+
+
+def _abbreviated_properties(kg: KnowledgeGraph, text: str) -> list[NameHit]:
+    """Properties whose names abbreviate the text's words: a word's start ("initiative" → hasInitValue) or the
+    initials of two or three words ("hit points" → hasHPvalue). The abbreviation must be a part of the name."""
+    words = [w for w in re.findall(r"[^\W\d_]+", text) if len(w) > 2]
+    short: list[str] = []
+    for w in words:
+        if len(w) >= 6:
+            short += [w[:4].lower(), w[:3].lower()]
+    for n in (2, 3):
+        short += ["".join(w[0] for w in words[i:i + n]).lower() for i in range(len(words) - n + 1)]
+    found: list[NameHit] = []
+    for term in dict.fromkeys(short):
+        for h in kg.names.search(term, limit=10, kinds=["property"]):
+            local = h.iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+            if (h.kind == "property" and any(_is_part(term, n) for n in (h.label, h.matched, local))
+                    and all(h.iri != f.iri for f in found)):
+                found.append(h)
+    return found
+
+
+def _is_part(term: str, name: str) -> bool:
+    """Whether `term` is one part of `name` as camel case or spaces cut it ("Init" in hasInitValue, "HP" in
+    hasHPvalue), not the start of a longer word ("Int" in hasIntelligence)."""
+    for m in re.finditer(re.escape(term), name, re.IGNORECASE):
+        i, j = m.span()
+        seg = name[i:j]
+        starts = i == 0 or not name[i - 1].isalpha() or (name[i - 1].islower() and name[i].isupper())
+        ends = j == len(name) or not name[j].isalpha() or seg.isupper() or (name[j].isupper() and not seg.isupper())
+        if starts and ends:
+            return True
+    return False
 
 
 def property_iri(kg: KnowledgeGraph, iri: str) -> str:
