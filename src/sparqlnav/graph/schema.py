@@ -278,7 +278,7 @@ class Schema:
         edges = [e for e in self.incoming.get(class_iri, []) if e[1] not in self.type_predicates]
         lines = []
         for _n, pred, subject in edges[:INCOMING_SHOWN]:
-            both = " (also used inversely: this class's own values of it are listed above)" if pred in outgoing else ""
+            both = " (the same property also points from this class, above)" if pred in outgoing else ""
             lines.append(f"  # ← {self.compact(pred)} from {self.compact(subject)}{both}")
         if len(edges) > INCOMING_SHOWN:
             lines.append(f"  # ← … and {len(edges) - INCOMING_SHOWN} more")

@@ -146,6 +146,8 @@ def analyse(tokens: Sequence[WordToken]) -> Intent:
         ):
             answer = "count"
             used.add(i)
+    if answer == "count" and words and words[0] in BOOLEAN_STARTERS:
+        answer = "boolean"  # "Is the number of X greater than …?" compares counts but asks yes or no
     if answer == "thing":
         first = words[0] if words else ""
         if first in BOOLEAN_STARTERS:

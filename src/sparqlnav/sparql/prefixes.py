@@ -33,7 +33,8 @@ WIKIDATA: dict[str, str] = {
 }
 
 # No %-escapes: Oxigraph rejects some valid escaped local names (e.g. `a.b%40c.org`), and people copy what they see.
-_LOCAL_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-.]*$")
+# SPARQL 1.1 PN_LOCAL, simplified: letters, digits, _ - . inside, and %HH escapes (CK25's "…Hoch%40company.org").
+_LOCAL_OK = re.compile(r"^(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:[A-Za-z0-9_\-.]|%[0-9A-Fa-f]{2})*$")
 _PREFIX_DECL = re.compile(r"(?im)^\s*(?:@prefix|PREFIX)\s+([A-Za-z][\w\-.]*)?:\s*<([^>]*)>")
 
 

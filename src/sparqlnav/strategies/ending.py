@@ -38,12 +38,15 @@ def plain_answer(table: ResultTable, kg: KnowledgeGraph, question: str = "") -> 
 
 
 def write_answer(
-    chat: Chat, kg: KnowledgeGraph, context: RunContext, question: str, sparql: str, table: ResultTable
+    chat: Chat, kg: KnowledgeGraph, context: RunContext, question: str, sparql: str, table: ResultTable,
+    note: str | None = None,
 ) -> str:
-    """The answer in words, written by the LLM from the question (after its context), the query and its rows."""
+    """The answer in words, written by the LLM from the question (after its context), the query, its rows and the
+    query's author's last note (a reading it chose, a doubt it found while exploring)."""
     labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=ANSWER_ROWS)
     result = table.to_markdown(kg.prefixes, labels, head=ANSWER_ROWS, tail=ANSWER_ROWS)
-    user = f"{context.with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}"
+    said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
+    user = f"{context.with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}{said}"
     messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
     return chat(messages, "answer").text.strip()
 
@@ -56,10 +59,11 @@ def worded(
     question: str,
     sparql: str,
     table: ResultTable,
+    note: str | None = None,
 ) -> tuple[str, str | None]:
     """The answer's words and, when the LLM failed while writing them, the error (said in the trace)."""
     try:
-        return write_answer(chat, kg, context, question, sparql, table), None
+        return write_answer(chat, kg, context, question, sparql, table, note), None
     except BudgetExceeded:  # no LLM time left to phrase it: show the result itself
         return plain_answer(table, kg, question), None
     except LLMError as exc:
@@ -113,7 +117,10 @@ def finish(
     """End an agent's run on its best query: the answer written from it (unless `text` is given), marked as not
     confirmed when a budget ended the run (`reason`), recorded and returned."""
     if text is None and sparql is not None and table is not None:
-        text, failed = worded(chat, kg, trace, context, question, sparql, table)
+        # The agent's last thought (at stop) often names the reading it chose or a doubt: the writer may say it.
+        thoughts = trace.of_kind("thought")
+        note = str(thoughts[-1].data.get("text", "")) if thoughts and status == "answered" else None
+        text, failed = worded(chat, kg, trace, context, question, sparql, table, note)
         if failed is not None:
             status, error = "error", failed
     if status == "budget_exhausted" and sparql is not None:

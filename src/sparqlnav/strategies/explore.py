@@ -258,6 +258,10 @@ class _Run:
             extra_calls=max(0, len(reply.tool_calls) - 1),
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
         )
+        step_named = call.arguments.get("step") if ctx.finishing and call is not None else None
+        if call is not None and isinstance(step_named, str) and step_named.strip().isdigit():
+            # `{"step": "3"}` names step 3 as surely as `{"step": 3}` (a relay model wrote it so)
+            call.arguments["step"] = int(step_named)
         sparql = call.arguments.get("query") if call and call.name == "execute_sparql" else None
         if isinstance(sparql, str) and sparql.strip():
             ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query

@@ -345,19 +345,20 @@ class _Run:
 
     def _endpoints_text(self, ctx: KGIndex, endpoint_hits: Sequence[IndexHit]) -> str:
         main = ctx.main_endpoint or self.kg.endpoint.url
-        lines = [f"- The question is asked of {self.kg.name} ({self.kg.description}); send queries to {main}"
+        lines = [f"- The question is asked of {self.kg.name}; send queries to {main}"
                  + (" unless the data lives elsewhere." if ctx.endpoints else ".")]
         others = [e for e in ctx.endpoints if endpoint_key(e) != endpoint_key(main)]
         if others:
             lines.append("- Other endpoints the examples use: " + ", ".join(others))
         for h in endpoint_hits:
-            if h.doc.content and h.doc.endpoint and endpoint_key(h.doc.endpoint) != endpoint_key(main):
+            if (h.doc.content and h.doc.endpoint and endpoint_key(h.doc.endpoint) != endpoint_key(main)
+                    and h.doc.endpoint != self.kg.name):  # the graph asked of, described once above
                 lines.append(f"- {h.doc.endpoint}: {h.doc.content}")
         return "\n".join(lines)
 
     def _shape_texts(self, ctx: KGIndex, shapes: list[IndexHit]) -> list[str]:
         """The retrieved shapes with real sample values, plus the shapes of classes they point to (ranges)."""
-        schema = ctx.schema
+        schema = self._schema(ctx)
         main = ctx.main_endpoint
         blocks: list[str] = []
         shown: set[str] = set()
@@ -370,6 +371,8 @@ class _Run:
             if not own or schema is None:
                 blocks.append(shape_block(h))
                 continue
+            if cls.startswith(META_NAMESPACES):
+                continue  # owl:Ontology, owl:Class …: the vocabulary's own bookkeeping, not the data asked about
             shown.add(cls)
             blocks.append(shape_block(h, annotated_shape(schema, cls, self.strategy.digests.samples(self.kg, cls))))
             ranges += [o for p in schema.classes[cls].predicates.values() for o in p.object_classes]
@@ -386,10 +389,22 @@ class _Run:
             blocks.append(f"- {schema.compact(cls)} (a range of the classes above):\n\n```\n{text}\n```")
         return blocks
 
+    def _schema(self, ctx: KGIndex) -> Schema | None:
+        """The index's schema with the prefixes the digest invents for namespaces the graph does not declare
+        (BESTIARY's `…/ontology#`, CK25's instances), so shapes and samples are short and the prompt declares them."""
+        schema = ctx.schema
+        if schema is None:
+            return None
+        invented = self.strategy.digests.get(self.kg).invented
+        if not invented:
+            return schema
+        return dataclasses.replace(schema, prefixes={**invented, **schema.prefixes})
+
     def generate(self, ctx: KGIndex, examples: list[IndexHit], shapes: list[IndexHit], endpoints: list[IndexHit]) -> Attempt:
         example_texts = [example_block(h) for h in examples]
         shape_texts = self._shape_texts(ctx, shapes)
-        known = ctx.schema.prefix_map.merged(dict(self.kg.prefixes.items())) if ctx.schema else self.kg.prefixes
+        schema = self._schema(ctx)
+        known = schema.prefix_map.merged(dict(self.kg.prefixes.items())) if schema else self.kg.prefixes
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
             endpoints=self._endpoints_text(ctx, endpoints),
             examples="\n\n".join(example_texts) or "(no examples)",

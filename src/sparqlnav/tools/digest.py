@@ -70,7 +70,8 @@ class DigestOptions:
     """Bounds of a digest: its size in the prompt and what it may cost to make."""
 
     max_tokens: int = 700
-    properties_per_class: int = 8
+    properties_per_class: int = 12  # with their ranges
+    names_per_class: int = 30  # then names only
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
 
@@ -168,8 +169,23 @@ class Digests:
         pmap = PrefixMap(dict(prefixes))
         labelled = any(p in schema.predicates for p in kg.vocab.labels)
         names = () if labelled else name_properties(schema)
-        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names)
+        untyped = self._untyped_subclasses(kg, schema, classes[:12])
+        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped)
         return Digest(text, prefixes, invented, labelled, names, source)
+
+    def _untyped_subclasses(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
+        """Main classes whose instances do not also carry their superclass's type (no inference in the data)."""
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        found: set[str] = set()
+        for c in classes:
+            supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)][:1]
+            if not supers:
+                continue
+            query = f"ASK {{ ?s <{typing}> <{c}> , <{supers[0]}> }}"
+            result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+            if result.ok and result.table is not None and result.table.boolean is False:
+                found.add(c)
+        return found
 
     def _instance_namespaces(self, kg: KnowledgeGraph, classes: Iterable[str]) -> list[str]:
         """Namespaces of a sample instance of each class (entity IRIs need their prefix too)."""
@@ -248,6 +264,7 @@ def render_digest(
     *,
     labelled: bool,
     names: tuple[str, ...] = (),
+    untyped: set[str] | frozenset[str] = frozenset(),
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
@@ -267,7 +284,17 @@ def render_digest(
             rng = " | ".join(prefixes.compact(o) for o in objects) or "?"
             parts.append(f"{prefixes.compact(p.iri)} → {rng}")
         more = len(preds) - options.properties_per_class
-        block = f"- {prefixes.compact(c)} ({info.instances or 0}): " + "; ".join(parts) + (
+        # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
+        # superclass: saying so spares a model the step that finds it out.
+        supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)]  # not owl:Thing
+        kind = f"; subclass of {', '.join(prefixes.compact(x) for x in supers[:2])}" if supers else ""
+        if supers and c in untyped:
+            kind += f", not typed {prefixes.compact(supers[0])} too"
+        # Past the first properties, their names alone (BESTIARY's str, dex, hasSpeedValue … cost a search each).
+        rest = [prefixes.compact(p.iri) for p in preds[options.properties_per_class:][:options.names_per_class]]
+        tail = f"; also {', '.join(rest)}" if rest else ""
+        more -= len(rest)
+        block = f"- {prefixes.compact(c)} ({info.instances or 0}{kind}): " + "; ".join(parts) + tail + (
             f"; …+{more}" if more > 0 else ""
         )
         into = sorted(incoming.get(c, []), reverse=True)[:3]
@@ -300,7 +327,9 @@ def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[T
         iri = prefixes.expand(head) if named else None
         values = samples.get(iri or "", []) if iri else []
         if values:
-            shown = ", ".join(clip(show_term(v, prefixes), 40) for v in values)
+            # An IRI cut short tells nothing (`<http://ld.company.org/prod-instances/e…`): IRIs are shown whole.
+            shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(show_term(v, prefixes), 40)
+                              for v in values)
             line = f"{line}  # e.g. {shown}"
         out.append(line)
     return "\n".join(out)

@@ -68,7 +68,9 @@ class SearchResult:
 def _hit_line(h: NameHit, kg: KnowledgeGraph) -> str:
     desc = f" — {clip(h.description, 100)}" if h.description else ""
     via = f" [matched {h.field} {h.matched!r}]" if h.matched != h.label else ""
-    return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{desc}{via}"
+    # How often a property is used tells near-duplicates apart (hasHPvalue 4,030 uses, hasHPValue 2).
+    uses = f" ({h.degree:,} uses)" if h.kind == "property" and h.degree else ""
+    return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{uses}{desc}{via}"
 
 
 def search(
