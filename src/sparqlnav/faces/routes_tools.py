@@ -115,7 +115,8 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
                 if result.outcome is Outcome.SYNTAX_ERROR:
                     # Where to mark it in an editor, read by our parser: the engine's own message lists ranges.
                     problem = syntax_problem(text, result.message)
-                    failed["syntax"] = problem.to_dict() if problem else None
+                    if problem is not None:  # none found (a lone surrogate is the engine's alone): the detail says it
+                        failed["syntax"] = problem.to_dict()
                 return json_response(failed, status)
             return json_response(
                 {
