@@ -309,3 +309,7 @@ def test_free_text_metrics() -> None:
              json.dumps({"id": "b", "question": "q", "gold": ["hidden"], "answer": "hidden"})]
     report = score_lines(lines)
     assert report.answers == {"count": 2, "em": 0.5, "superset": 1.0, "judge": None}
+    # An eval line keeps hybrid's short answer: EM and Superset compare it, the judge reads the whole answer.
+    shown = score_text(["hidden"], "The name means hidden [E1].", short="hidden",
+                       question="q", judge=lambda q, g, p: p.startswith("The name"))
+    assert (shown.em, shown.superset, shown.judge) == (1.0, 1.0, True)

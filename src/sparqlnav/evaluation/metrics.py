@@ -492,12 +492,14 @@ class TextScores:
 
 
 def score_text(gold: Sequence[str], predicted: str | None, *, question: str | None = None,
-               judge: AnswerJudge | None = None) -> TextScores:
-    """EM, Superset and (with a judge and the question) the judge's verdict for one free-text answer."""
+               judge: AnswerJudge | None = None, short: str | None = None) -> TextScores:
+    """EM, Superset and (with a judge and the question) the judge's verdict for one free-text answer; EM and
+    Superset compare its `short` answer when it has one (hybrid's quiz-style line), the judge reads the whole."""
     verdict: bool | None = None
     if judge is not None and question is not None:
         verdict = False if not predicted else bool(judge(question, "; ".join(gold), predicted))
-    return TextScores(em=float(answer_em(gold, predicted)), superset=float(answer_superset(gold, predicted)),
+    compared = short or predicted
+    return TextScores(em=float(answer_em(gold, compared)), superset=float(answer_superset(gold, compared)),
                       judge=verdict)
 
 

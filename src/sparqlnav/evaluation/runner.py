@@ -249,10 +249,13 @@ def make_record(
     # Gold IRIs are not text an answer could contain: only literal gold values are scored this way.
     # A short answer (hybrid's quiz-style line) is what EM and Superset compare, as SPAGHETTI compares its
     # generated answer; the full text would fail EM on every sentence and pass Superset too easily.
-    text = (answer.get("extra") or {}).get("short_answer") or answer.get("answer")
+    short = (answer.get("extra") or {}).get("short_answer")
+    record["short_answer"] = short if isinstance(short, str) else None
+    text = answer.get("answer")
     parts = gold_strings(gold.results) if gold.values_only and gold.results is not None and not bad_gold else []
     textual = bool(parts) and not any(p.startswith(("http://", "https://")) for p in parts)
-    record["text_metrics"] = score_text(parts, text if isinstance(text, str) else None).to_dict() if textual else None
+    record["text_metrics"] = score_text(parts, text if isinstance(text, str) else None,
+                                        short=record["short_answer"]).to_dict() if textual else None
     record["f1"] = headline_f1(scores, gold.values_only) if scores else None
     for name in ("row_f1", "row_em", "set_f1"):
         record[name] = getattr(scores, name) if scores else None

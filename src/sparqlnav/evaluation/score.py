@@ -105,9 +105,9 @@ def score_lines(
         text_scores: TextScores | None = None
         if record.get("text_metrics") is not None:
             # An eval line of a free-text answer: the judge reads the answer text, not the KG rows.
-            answer = record.get("answer")
+            answer, short = record.get("answer"), record.get("short_answer")
             text_scores = score_text(gold_strings(gold), answer if isinstance(answer, str) else None, question=question,
-                              judge=judge)  # fmt: skip
+                              judge=judge, short=short if isinstance(short, str) else None)  # fmt: skip
         items[str(ident)] = ScoredItem(id=str(ident), scores=scores, text=text_scores)  # a re-done question: the last line wins
     scored = list(items.values())
     texts = [item.text for item in scored if item.text is not None]

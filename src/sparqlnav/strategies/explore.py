@@ -64,7 +64,8 @@ def stop(
     ] = None,
 ) -> Observation:
     """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
-    returned the answer."""
+    returned the answer. The thought you write with this call reaches the answer writer as a note: say there the
+    reading of the question you chose, ties or cases the rows hide (not step numbers)."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
@@ -212,6 +213,7 @@ class _Run:
         self.tools = Toolkit(kg, trace)
         self.memory = Memory(kg.prefixes, kg.vocab)
         self.memory.note_text(question)
+        self.memory.note_text(self.digest.text)  # what the system prompt's digest names is seen (pv:Hardware)
         self.state: list[Step] = []
         self.total = 0
         self.rollbacks = 0

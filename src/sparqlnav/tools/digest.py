@@ -170,8 +170,32 @@ class Digests:
         labelled = any(p in schema.predicates for p in kg.vocab.labels)
         names = () if labelled else name_properties(schema)
         untyped = self._untyped_subclasses(kg, schema, classes[:12])
-        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped)
+        unknown = self._unknown_ranges(kg, schema, classes[:12], pmap)
+        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
+                             unknown=unknown)
         return Digest(text, prefixes, invented, labelled, names, source)
+
+    def _unknown_ranges(
+        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
+    ) -> dict[tuple[str, str], str]:
+        """For properties whose values the schema does not type, one real value ("IRI, e.g. dbpedia:France"): a
+        `?` hid from a relay model that CK25's pv:country points at DBpedia IRIs."""
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        found: dict[tuple[str, str], str] = {}
+        for c in classes:
+            info = schema.classes.get(c)
+            preds = [p for p in (info.ranked_predicates() if info else []) if p.iri not in schema.type_predicates]
+            for p in preds[: self.options.properties_per_class]:
+                if p.ranked_objects():
+                    continue
+                query = f"SELECT ?o WHERE {{ ?s <{typing}> <{c}> ; <{p.iri}> ?o }} LIMIT 1"
+                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+                if result.ok and result.table is not None and result.table.rows and "o" in result.table.rows[0]:
+                    term = result.table.rows[0]["o"]
+                    kind = "IRI" if term.kind == "uri" else "literal"
+                    shown = show_term(term, prefixes) if term.kind == "uri" else clip(show_term(term, prefixes), 40)
+                    found[(c, p.iri)] = f"{kind}, e.g. {shown}"
+        return found
 
     def _untyped_subclasses(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
         """Main classes whose instances do not also carry their superclass's type (no inference in the data)."""
@@ -265,6 +289,7 @@ def render_digest(
     labelled: bool,
     names: tuple[str, ...] = (),
     untyped: set[str] | frozenset[str] = frozenset(),
+    unknown: Mapping[tuple[str, str], str] | None = None,
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
@@ -281,7 +306,7 @@ def render_digest(
         parts = []
         for p in preds[: options.properties_per_class]:
             objects = p.ranked_objects()[:2]
-            rng = " | ".join(prefixes.compact(o) for o in objects) or "?"
+            rng = " | ".join(prefixes.compact(o) for o in objects) or (unknown or {}).get((c, p.iri), "?")
             parts.append(f"{prefixes.compact(p.iri)} → {rng}")
         more = len(preds) - options.properties_per_class
         # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the

@@ -167,6 +167,7 @@ class _Run:
         )
         self.memory = Memory(kg.prefixes, kg.vocab)
         self.memory.note_text(question)
+        self.memory.note_text(self.digest.text)  # what the system prompt's digest names is seen (pv:Hardware)
         self.linked = self._link()
         self.memory.note_text(" ".join(iri for iri, _ in self.linked))
         self.wanted = wanted_aggregations(question)
