@@ -56,6 +56,7 @@ class Candidate:
     fit: float = 0.0
     rows: int = 0
     penalty: float = 0.0
+    person_share: float | None = None  # for who-questions: the share of typed answers that are people
 
     def key(self) -> tuple[Any, ...]:
         """Identity for de-duplication."""
