@@ -254,39 +254,6 @@ class Scorer:
                 out.append(p.text)
         return tuple(out)
 
-    def loose(self, c: Candidate) -> tuple[str, ...]:
-        """The query's entities the question names by less than half of their name's words: a general word
-        linked to one specific thing ("creatures" → "Dream Spectre Nightmare Creature")."""
-        asked = [t.text for t in self.ctx.tokens]
-        out: list[str] = []
-        for p in c.parts:
-            if p.kind != "entity":
-                continue
-            name = [w for w in re.findall(r"[A-Za-z0-9]+", p.text) if not is_stopword(w)]
-            said = sum(1 for w in name if any(word_similarity(w, t) >= 0.85 for t in asked))
-            if 2 * said < len(name):
-                out.append(p.text)
-        return tuple(out)
-
-    def ambiguous(self, c: Candidate) -> tuple[str, ...]:
-        """The words of the query's entity anchors that name another entity just as well: the query picked one
-        reading of several, and the others were not asked."""
-        out: list[str] = []
-        for p in c.parts:
-            if p.kind != "entity":
-                continue
-            rivals = [
-                e
-                for e in self.ctx.linking.entities
-                if e.kind == "entity"
-                and e.positions == p.positions
-                and f"<{e.iri}>" != p.term
-                and e.score >= p.score - ANCHOR_TIE
-            ]
-            if rivals:
-                out.append(" ".join(self.ctx.tokens[i].text for i in sorted(p.positions)))
-        return tuple(out)
-
     def unsupported(self, c: Candidate) -> tuple[str, ...]:
         """What the question asks for that the query does not do: an operation no bounded shape carries
         (negation, comparing two things, a proportion, a rank below the top, alternatives, grouping), or an
@@ -304,9 +271,10 @@ class Scorer:
         ordered = c.order is not None or c.group_count or c.aggregate in ("MIN", "MAX")
         if sup is not None and not ordered and not intent.aggregate:
             out.append("superlative")
-        if intent.aggregate in ("AVG", "SUM") and c.aggregate != intent.aggregate:
-            out.append(f"aggregate: {intent.aggregate}")
-        elif intent.aggregate in ("MIN", "MAX") and not ordered:
+        # MIN and MAX are also an ordering with LIMIT 1; AVG and SUM only the aggregate itself
+        if (intent.aggregate in ("AVG", "SUM") and c.aggregate != intent.aggregate) or (
+            intent.aggregate in ("MIN", "MAX") and not ordered
+        ):
             out.append(f"aggregate: {intent.aggregate}")
         if len(c.filters) < len(intent.comparisons):
             out.append("numeric condition")
