@@ -12,7 +12,7 @@ from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
 from sparqlnav.question.linking import is_stopword, word_similarity
-from sparqlnav.strategies.lexical.candidates import Candidate
+from sparqlnav.strategies.lexical.candidates import UNNAMED_ORDER, Candidate
 from sparqlnav.strategies.lexical.context import Context
 
 # Scores (coverage, link quality, answer fit) run from about 0.2 for a stray guess to about 1.25 for a
@@ -23,11 +23,11 @@ CONFIDENCE_CEILING = 1.25
 # threshold is calibrated and measured across them in bench/results/lexical_calibration.md).
 UNEXPLAINED_FACTOR = 0.6  # per content word the query does not explain
 UNMATCHED_FACTOR = 0.3  # when some content word matches nothing any candidate query could use
-PARTIAL_ASK_FACTOR = 0.35  # an ASK that leaves words out: yes/no about another question is a coin toss
+PARTIAL_ASK_FACTOR = 0.2  # an ASK that leaves words out: yes/no about another question is a coin toss
 # What asking for something the query does not do costs (per thing): the query answers an easier question, so
-# whatever its other evidence, the confidence stays at a tenth of it (see bench/results/lexical_failures.md).
-UNSUPPORTED_FACTOR = 0.1
-LOOSE_FACTOR = 0.5  # per entity the question names by less than half of its name ("creatures" → a named creature)
+# whatever its other evidence, the confidence stays at most 0.05 (see bench/results/lexical_failures.md).
+UNSUPPORTED_FACTOR = 0.05
+LOOSE_FACTOR = 0.25  # per entity the question names by less than half of its name ("creatures" → a named creature)
 
 
 @dataclass(frozen=True)
@@ -257,8 +257,9 @@ class Scorer:
     def unsupported(self, c: Candidate) -> tuple[str, ...]:
         """What the question asks for that the query does not do: an operation no bounded shape carries
         (negation, comparing two things, a proportion, a rank below the top, alternatives, grouping), or an
-        asked-for count, yes/no, ordering, aggregate or numeric condition the query leaves out, or people asked
-        for and none among the typed answers. Each is a different, harder question than the one answered."""
+        asked-for count, yes/no, ordering, aggregate or numeric condition the query leaves out (or orders by an
+        attribute nothing names), or people or things asked for and none among the answers. Each is a different,
+        harder question than the one answered."""
         intent = self.ctx.intent
         out = [f"{o.kind}: {o.word}" for o in intent.operations]
         if intent.answer == "count" and c.form != "count" and not c.show_count and c.fit < 0.8:
@@ -271,6 +272,8 @@ class Scorer:
         ordered = c.order is not None or c.group_count or c.aggregate in ("MIN", "MAX")
         if sup is not None and not ordered and not intent.aggregate:
             out.append("superlative")
+        if c.order and any(p.kind == "modifier" and p.score <= UNNAMED_ORDER for p in c.parts):
+            out.append("superlative: by an attribute no word names")  # "the rarest" ordered by strength
         # MIN and MAX are also an ordering with LIMIT 1; AVG and SUM only the aggregate itself
         if (intent.aggregate in ("AVG", "SUM") and c.aggregate != intent.aggregate) or (
             intent.aggregate in ("MIN", "MAX") and not ordered
@@ -280,6 +283,15 @@ class Scorer:
             out.append("numeric condition")
         if intent.answer == "person" and c.form == "select" and c.person_share == 0.0:
             out.append("answer type: no person among the answers")
+        if (
+            intent.answer == "thing"
+            and intent.focus
+            and c.form == "select"
+            and c.result is not None
+            and not any(v.kind == "uri" for v in c.result.column("a"))
+        ):
+            # "which elements …", "what creatures …" answered with plain values (as type_fit reads it)
+            out.append("answer type: values where things were asked")
         return tuple(out)
 
     def described_words(self, c: Candidate) -> set[str]:
