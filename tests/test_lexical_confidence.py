@@ -153,3 +153,12 @@ def test_the_simple_question_behind_them_stays_answered(demo: KnowledgeGraph) ->
     assert ordered.status == "answered" and ordered.extra["explained"]["unsupported"] == []
     assert ordered.results is not None
     assert {t.value for t in ordered.results.values()} == {"https://demo.sparqlnav.org/entity/Q86"}
+
+
+def test_an_entity_named_by_less_than_half_its_name_is_a_loose_link(demo: KnowledgeGraph) -> None:
+    # "women" reaches the sex "female" through an alias: the query answers elements, not the women asked for
+    answer = STRATEGY.run("Which women discovered chemical elements?", demo, Trace())
+    assert answer.extra["explained"]["loose"] == ["female"]
+    assert_declined(answer.status, answer)
+    named = STRATEGY.run("Which elements did Humphry Davy discover?", demo, Trace())
+    assert named.extra["explained"]["loose"] == []  # "Humphry Davy": the whole name
