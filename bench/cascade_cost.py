@@ -208,7 +208,10 @@ def write(out: Path, questions: Sequence[Question], golds: dict[str, Gold], kg: 
         if best is None and kept and precision >= TARGET_PRECISION:
             best = t
     lines += ["", f"Lowest threshold whose kept lexical answers are right ≥ {TARGET_PRECISION:.0%} of the time: "
-              f"**{best}** (default in settings: {settings.cascade.lexical_confidence}).", ""]
+              f"**{best}** (default in settings: {settings.cascade.lexical_confidence}).", "",
+              f"Lexical's own threshold (SPARQLNAV_LEXICAL_THRESHOLD, {settings.lexical.threshold}) comes first: "
+              "a threshold here at or below it keeps every answer lexical gives. When that is already right "
+              f"≥ {TARGET_PRECISION:.0%} of the time, a higher bar only buys LLM calls, so the default is 0.", ""]
     # -- rows for questions asking for one thing
     one = [(q, len(g.results["results"]["bindings"])) for q in questions
            if auto.asks_for_one(q.question) and (g := golds[q.id]).results and "results" in g.results]

@@ -1,15 +1,20 @@
 """Honest confidence for `lexical` (issue 13, item 0): questions it cannot answer end `not_found` with the best
-guess kept aside, a word that matches nothing in the graph is not answered with something nearby, and the
-threshold comes from the settings (SPARQLNAV_LEXICAL_THRESHOLD), on the real demo and CK25 graphs."""
+guess kept aside, a word that matches nothing in the graph is not answered with something nearby, a question
+asking for what the query does not do (negation, comparing two things, a proportion, a rank, …) is not answered
+with the easier question's answer, and the threshold comes from the settings (SPARQLNAV_LEXICAL_THRESHOLD), on
+the real demo and CK25 graphs."""
 
 from __future__ import annotations
 
 import pytest
 
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.linking import tokenize
 from sparqlnav.settings import ConfigError, LexicalSettings, Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.lexical import DEFAULT_THRESHOLD, LexicalStrategy
+from sparqlnav.strategies.lexical.scoring import UNSUPPORTED_FACTOR
 from sparqlnav.trace import Trace
 
 STRATEGY = LexicalStrategy(budget_s=60.0)  # the default threshold; a generous budget (see test_lexical)
@@ -98,3 +103,62 @@ def test_the_setting_changes_what_is_answered(demo: KnowledgeGraph, sn_home: obj
     assert default.status == "answered" and declined.status == "not_found"
     assert default.confidence == declined.confidence and default.confidence is not None
     assert DEFAULT_THRESHOLD <= default.confidence < 0.99
+
+
+def operations(question: str) -> list[tuple[str, str]]:
+    """The (kind, word) of the operations a question asks for."""
+    return [(o.kind, o.word) for o in analyse(tokenize(question)).operations]
+
+
+def test_operations_a_bounded_query_cannot_carry_are_read_from_the_words() -> None:
+    assert operations("Which elements were not discovered by Marie Curie?") == [("negation", "not")]
+    assert operations("how many creatures with non-neutral alignment speak treant?") == [("negation", "non-neutral")]
+    assert operations("Doesn't gold melt?") == [("negation", "doesn't")]
+    assert operations("Does gold have a higher atomic number than iron?") == [("comparison", "than")]
+    assert operations("do raven and ghoul have the same alignment?") == [("comparison", "same")]
+    assert operations("what percentage of wolves have chaotic alignment?") == [("proportion", "percentage")]
+    assert operations("what is the second most common alignment?") == [("rank", "second")]
+    assert operations("Which suppliers are in France or Germany?") == [("alternative", "or")]
+    assert operations("How many products per category?") == [("grouping", "per")]
+    # a numeric condition is the comparison's own ("more than 5"), an ordinal without a superlative is a word
+    assert operations("Which department has more than 5 employees?") == []
+    assert operations("Who discovered the second element?") == []
+    assert operations("Who discovered oxygen?") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "unsupported"),
+    [
+        ("Does gold have a higher atomic number than iron?", "comparison: than"),
+        ("Which elements were not discovered by Humphry Davy?", "negation: not"),
+        ("What percentage of elements did Humphry Davy discover?", "proportion: percentage"),
+        ("Which noble gas has the second highest atomic number?", "rank: second"),
+    ],
+)
+def test_a_question_asking_for_more_than_the_query_does_is_not_found(
+    demo: KnowledgeGraph, question: str, unsupported: str
+) -> None:
+    answer = STRATEGY.run(question, demo, Trace())
+    assert_declined(answer.status, answer)
+    assert unsupported in answer.extra["explained"]["unsupported"]
+    # the cap: whatever the rest of the evidence, a question the query does not answer stays near zero
+    assert answer.confidence is not None and answer.confidence <= UNSUPPORTED_FACTOR
+
+
+def test_the_simple_question_behind_them_stays_answered(demo: KnowledgeGraph) -> None:
+    simple = STRATEGY.run("Which elements did Humphry Davy discover?", demo, Trace())
+    assert simple.status == "answered" and simple.extra["explained"]["unsupported"] == []
+    assert simple.confidence is not None and simple.confidence >= DEFAULT_THRESHOLD
+    ordered = STRATEGY.run("Which noble gas has the highest atomic number?", demo, Trace())
+    assert ordered.status == "answered" and ordered.extra["explained"]["unsupported"] == []
+    assert ordered.results is not None
+    assert {t.value for t in ordered.results.values()} == {"https://demo.sparqlnav.org/entity/Q86"}
+
+
+def test_an_entity_named_by_less_than_half_its_name_is_a_loose_link(demo: KnowledgeGraph) -> None:
+    # "women" reaches the sex "female" through an alias: the query answers elements, not the women asked for
+    answer = STRATEGY.run("Which women discovered chemical elements?", demo, Trace())
+    assert answer.extra["explained"]["loose"] == ["female"]
+    assert_declined(answer.status, answer)
+    named = STRATEGY.run("Which elements did Humphry Davy discover?", demo, Trace())
+    assert named.extra["explained"]["loose"] == []  # "Humphry Davy": the whole name

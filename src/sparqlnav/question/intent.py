@@ -1,6 +1,8 @@
 """What a question asks for, read from its words alone: the answer type (who → a person, when → a date,
 how many → a count, yes/no → a boolean), superlatives ("the heaviest"), comparisons ("more than 5"),
-year conditions ("discovered in 1898") and aggregates. Used by the lexical strategy; no LLM, no graph."""
+year conditions ("discovered in 1898"), aggregates, and the operations a bounded query shape cannot carry
+(negation, comparing two things, proportions, ranks below the top, alternatives, grouping). Used by the lexical
+strategy; no LLM, no graph."""
 
 from __future__ import annotations
 
@@ -85,6 +87,17 @@ YEAR_WORDS: dict[str, str] = {
     "since": "year>=",
 }
 NUMBER = re.compile(r"^-?\d+(?:[.,]\d+)?$")
+# Operations on the answer that are not a fact, a numeric condition, an ordering or one aggregate: English
+# function words, the same for any graph.
+OperationKind = Literal["negation", "comparison", "proportion", "rank", "alternative", "grouping"]
+OPERATION_WORDS: dict[str, OperationKind] = {
+    **dict.fromkeys(("not", "no", "non", "never", "without", "except", "neither", "nor", "none"), "negation"),
+    **dict.fromkeys(("than", "same", "different", "differ", "superior", "inferior"), "comparison"),
+    **dict.fromkeys(("percentage", "percent", "proportion", "ratio", "fraction"), "proportion"),
+    **dict.fromkeys(("second", "third", "fourth", "fifth", "2nd", "3rd", "4th", "5th"), "rank"),
+    "or": "alternative",
+    **dict.fromkeys(("per", "each"), "grouping"),
+}
 
 
 
@@ -112,6 +125,16 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Operation:
+    """Something the question asks to do with the answers beyond facts, one numeric condition, one ordering
+    or one aggregate ("not", "more … than", "what percentage", "the second most", "… or …", "per")."""
+
+    kind: OperationKind
+    word: str
+    position: int
+
+
+@dataclass(frozen=True)
 class Intent:
     """What kind of answer the question wants and which modifiers it asks for."""
 
@@ -123,6 +146,7 @@ class Intent:
     focus: tuple[int, ...] = ()  # the noun the answer is ("which *elements*", "what *products*")
     aggregate: str | None = None  # AVG, SUM, MIN or MAX of a value ("what is the average speed …")
     aggregate_positions: frozenset[int] = frozenset()
+    operations: tuple[Operation, ...] = ()
 
 
 def analyse(tokens: Sequence[WordToken]) -> Intent:
@@ -189,7 +213,29 @@ def analyse(tokens: Sequence[WordToken]) -> Intent:
         tuple(focus),
         aggregate,
         agg_positions,
+        _operations(words, comparisons, superlative),
     )
+
+
+def _operations(
+    words: Sequence[str], comparisons: Sequence[Comparison], superlative: Superlative | None
+) -> tuple[Operation, ...]:
+    """The operations of OPERATION_WORDS the question asks for; "than" in a numeric condition ("more than 5")
+    is that condition's, and an ordinal counts only beside a superlative ("the second most common")."""
+    numeric: set[int] = set()
+    for c in comparisons:
+        numeric |= c.positions
+    out: list[Operation] = []
+    for i, w in enumerate(words):
+        kind = OPERATION_WORDS.get(w)
+        if w.endswith(("n't", "n’t")) or (w.startswith("non-") and len(w) > 4):
+            kind = "negation"
+        if kind is None or i in numeric:
+            continue
+        if kind == "rank" and superlative is None:
+            continue
+        out.append(Operation(kind, w, i))
+    return tuple(out)
 
 
 def _aggregate(

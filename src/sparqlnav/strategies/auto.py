@@ -159,6 +159,8 @@ class Auto:
             return f"the lexical strategy failed: {answer.error or answer.text}"
         if answer.confidence is None or _guess_sparql(answer) is None:
             return "the lexical strategy found no answer"
+        if answer.status != "answered":  # below lexical's own threshold, whatever the cascade's bar
+            return f"the lexical strategy is not sure of its best guess (confidence {answer.confidence:.2f})"
         return f"the lexical strategy's confidence {answer.confidence:.2f} is below {threshold:.2f}"
 
     def _distrust(self, answer: Answer, question: str, intent: Intent) -> str | None:

@@ -23,6 +23,7 @@ MAX_CLASSES = 2
 UNNAMED_TYPED = 0.55  # the only relation from the anchor to things of the asked-for class
 UNNAMED_JOIN = 0.45  # a relation that joins two linked anchors
 UNNAMED_HOP = 0.35  # one hop of a two-hop path whose other hop is named
+UNNAMED_ORDER = 0.15  # an attribute to order by that no question word names
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Candidate:
     fit: float = 0.0
     rows: int = 0
     penalty: float = 0.0
+    person_share: float | None = None  # for who-questions: the share of typed answers that are people
 
     def key(self) -> tuple[Any, ...]:
         """Identity for de-duplication."""
@@ -714,7 +716,7 @@ class Candidates:
                         names = tuple(n for p in preds for n in self.ctx.names(p))
                         hint = relation_match(names, hint_tokens, abbreviations=True)
                         own = relation_match(names, self.ctx.tokens, base.positions, abbreviations=True)
-                        score = max(hint.score, own.score, 0.15) - (0.05 * (len(preds) - 1))
+                        score = max(hint.score, own.score, UNNAMED_ORDER) - (0.05 * (len(preds) - 1))
                         mod = Part(
                             "modifier",
                             f"{sup.direction} {label}",

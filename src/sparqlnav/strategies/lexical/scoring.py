@@ -11,8 +11,8 @@ from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
-from sparqlnav.question.linking import word_similarity
-from sparqlnav.strategies.lexical.candidates import Candidate
+from sparqlnav.question.linking import is_stopword, word_similarity
+from sparqlnav.strategies.lexical.candidates import UNNAMED_ORDER, Candidate
 from sparqlnav.strategies.lexical.context import Context
 
 # Scores (coverage, link quality, answer fit) run from about 0.2 for a stray guess to about 1.25 for a
@@ -23,7 +23,11 @@ CONFIDENCE_CEILING = 1.25
 # threshold is calibrated and measured across them in bench/results/lexical_calibration.md).
 UNEXPLAINED_FACTOR = 0.6  # per content word the query does not explain
 UNMATCHED_FACTOR = 0.3  # when some content word matches nothing any candidate query could use
-PARTIAL_ASK_FACTOR = 0.7  # an ASK that leaves words out
+PARTIAL_ASK_FACTOR = 0.2  # an ASK that leaves words out: yes/no about another question is a coin toss
+# What asking for something the query does not do costs (per thing): the query answers an easier question, so
+# whatever its other evidence, the confidence stays at most 0.05 (see bench/results/lexical_failures.md).
+UNSUPPORTED_FACTOR = 0.05
+LOOSE_FACTOR = 0.25  # per entity the question names by less than half of its name ("creatures" → a named creature)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class QuestionCoverage:
     form: str
     unexplained: tuple[str, ...]  # content words the query leaves out
     unmatched: tuple[str, ...]  # content words no candidate query could use: nothing in the graph matched them
+    unsupported: tuple[str, ...] = ()  # what the question asks for that the query does not do ("negation: not")
+    loose: tuple[str, ...] = ()  # entities named by less than half of their name's words
 
     def to_json(self) -> dict[str, object]:
         """Plain data for `Answer.extra` and benchmarks."""
@@ -173,6 +179,7 @@ class Scorer:
             if not known:
                 return c.fit
             share = sum(1 for ws in known if ws & PERSON_WORDS) / len(known)
+            c.person_share = share
             return 0.6 + 0.4 * share
         if focus:
             if not iris:
@@ -229,7 +236,63 @@ class Scorer:
             form=best.form,
             unexplained=tuple(words[i].text for i in sorted(self.ctx.content - explained)),
             unmatched=tuple(words[i].text for i in sorted(self.ctx.content - explained - reachable)),
+            unsupported=self.unsupported(best),
+            loose=self.loose(best),
         )
+
+    def loose(self, c: Candidate) -> tuple[str, ...]:
+        """The query's entities the question names by less than half of their name's words: a general word
+        linked to one specific thing ("creatures" → "Dream Spectre Nightmare Creature")."""
+        asked = [t.text for t in self.ctx.tokens]
+        out: list[str] = []
+        for p in c.parts:
+            if p.kind != "entity":
+                continue
+            name = [w for w in re.findall(r"[A-Za-z0-9]+", p.text) if not is_stopword(w)]
+            said = sum(1 for w in name if any(word_similarity(w, t) >= 0.85 for t in asked))
+            if 2 * said < len(name):
+                out.append(p.text)
+        return tuple(out)
+
+    def unsupported(self, c: Candidate) -> tuple[str, ...]:
+        """What the question asks for that the query does not do: an operation no bounded shape carries
+        (negation, comparing two things, a proportion, a rank below the top, alternatives, grouping), or an
+        asked-for count, yes/no, ordering, aggregate or numeric condition the query leaves out (or orders by an
+        attribute nothing names), or people or things asked for and none among the answers. Each is a different,
+        harder question than the one answered."""
+        intent = self.ctx.intent
+        out = [f"{o.kind}: {o.word}" for o in intent.operations]
+        if intent.answer == "count" and c.form != "count" and not c.show_count and c.fit < 0.8:
+            out.append("count")
+        if intent.answer == "boolean" and c.form != "ask":
+            out.append("yes/no")
+        if intent.answer != "boolean" and c.form == "ask":
+            out.append("not a yes/no question")
+        sup = intent.superlative
+        ordered = c.order is not None or c.group_count or c.aggregate in ("MIN", "MAX")
+        if sup is not None and not ordered and not intent.aggregate:
+            out.append("superlative")
+        if c.order and any(p.kind == "modifier" and p.score <= UNNAMED_ORDER for p in c.parts):
+            out.append("superlative: by an attribute no word names")  # "the rarest" ordered by strength
+        # MIN and MAX are also an ordering with LIMIT 1; AVG and SUM only the aggregate itself
+        if (intent.aggregate in ("AVG", "SUM") and c.aggregate != intent.aggregate) or (
+            intent.aggregate in ("MIN", "MAX") and not ordered
+        ):
+            out.append(f"aggregate: {intent.aggregate}")
+        if len(c.filters) < len(intent.comparisons):
+            out.append("numeric condition")
+        if intent.answer == "person" and c.form == "select" and c.person_share == 0.0:
+            out.append("answer type: no person among the answers")
+        if (
+            intent.answer == "thing"
+            and intent.focus
+            and c.form == "select"
+            and c.result is not None
+            and not any(v.kind == "uri" for v in c.result.column("a"))
+        ):
+            # "which elements …", "what creatures …" answered with plain values (as type_fit reads it)
+            out.append("answer type: values where things were asked")
+        return tuple(out)
 
     def described_words(self, c: Candidate) -> set[str]:
         """The words of the names, aliases and descriptions of the IRIs a query uses: what the graph itself says
@@ -262,6 +325,8 @@ class Scorer:
                 raw *= UNMATCHED_FACTOR  # nothing in the graph matches a word: "salary" where there are none
             if best.form == "ask" and evidence.unexplained:
                 raw *= PARTIAL_ASK_FACTOR  # yes/no about part of the question is a coin toss
+            raw *= UNSUPPORTED_FACTOR ** len(evidence.unsupported)
+            raw *= LOOSE_FACTOR ** len(evidence.loose)
         return round(raw, 4)
 
 
