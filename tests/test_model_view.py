@@ -163,6 +163,40 @@ def test_stop_with_the_step_as_a_string_ends_with_that_steps_query(
     assert "The query's author noted: Step 1 lists them all; no department is a subdepartment." in writer
 
 
+CHEAPEST = ("PREFIX prodi: <http://ld.company.org/prod-instances/>\n"
+            "SELECT ?hw ?amount WHERE {{ ?hw pv:hasCategory prodi:prod-cat-Oscillator ; pv:price ?p . "
+            "?p pv:amount ?amount }} ORDER BY ?amount LIMIT {n}")
+
+
+def test_a_stop_on_rows_that_do_not_fit_the_question_is_questioned_once(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    # A relay model stopped on "ORDER BY ?amount LIMIT 10" for "the cheapest": ten rows where one was asked for.
+    answer = explore(
+        scripted_llm, ck25, "What is the cheapest Oscillator we have?",
+        [act("execute_sparql", query=CHEAPEST.format(n=10)), act("stop"),
+         act("execute_sparql", query=CHEAPEST.format(n=1)), act("stop"), Reply(text="The cheapest is …")],
+        digests, settings,
+    )
+    assert feedback_ids(answer) == ["stop_answer_shape"]
+    said = [m["content"] for m in scripted_llm.requests[2]["messages"] if m["role"] == "tool"][-1]
+    assert "the query of step 1 does not fit the question" in said and "10 rows" in said
+    assert answer.status == "answered" and answer.sparql is not None and answer.sparql.endswith("LIMIT 1")
+    assert len(answer.results or []) == 1
+
+
+def test_a_second_stop_on_the_same_rows_is_taken(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    answer = explore(
+        scripted_llm, ck25, "What is the cheapest Oscillator we have?",
+        [act("execute_sparql", query=CHEAPEST.format(n=10)), act("stop"), act("stop"), Reply(text="Ten, cheapest first.")],
+        digests, settings,
+    )
+    assert feedback_ids(answer) == ["stop_answer_shape"]
+    assert answer.status == "answered" and len(answer.results or []) == 10
+
+
 # ---------------------------------------------------------------- entity pages both ways, truncation stated
 
 

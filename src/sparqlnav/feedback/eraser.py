@@ -498,6 +498,30 @@ def stop_without_results(ctx: StepContext, opts: FeedbackOptions) -> Details | N
     return {"problem": f"the last query (step {step}) {_describe_failure(rec)}"}
 
 
+def stop_answer_shape(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """stop() on a query whose rows do not fit the question (ten rows for "the cheapest"); said once, since the
+    model may know better (a second stop is taken)."""
+    if not ctx.finishing or ctx.question is None:
+        return None
+    records = ctx.memory.records
+    if any(r.tool == "stop" for r in records):
+        return None
+    named = ctx.call.arguments.get("step") if ctx.call is not None else None
+    if isinstance(named, int) and 1 <= named <= len(records):
+        step, rec = named, records[named - 1]
+    else:
+        last = ctx.memory.last_query()
+        if last is None:
+            return None
+        step, rec = last
+    r = rec.result
+    if not rec.answered or r is None or r.table is None:
+        return None
+    mismatch = projection_mismatch(analyse(tokenize(ctx.question)), r.table, opts.singular_rows,
+                                   one=asks_for_one(ctx.question), query=rec.query)
+    return {"problem": mismatch, "step": step} if mismatch else None
+
+
 def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The query ran and matched nothing, and names graph-specific IRIs that no observation showed (rows confirm
     the names exist, and a failed query has its own guideline: a warning then is noise)."""
@@ -667,6 +691,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         engine_error,
         lookup_failed,
         unknown_entity,
+        stop_answer_shape,
         unseen_iri,
         unbound_projection,
         labels_only,

@@ -260,6 +260,8 @@ class _Run:
             extra_calls=max(0, len(reply.tool_calls) - 1),
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
         )
+        if ctx.finishing:
+            ctx.question = self.question  # the chosen rows are meant as the answer: their shape is checked
         step_named = call.arguments.get("step") if ctx.finishing and call is not None else None
         if call is not None and isinstance(step_named, str) and step_named.strip().isdigit():
             # `{"step": "3"}` names step 3 as surely as `{"step": 3}` (a relay model wrote it so)
