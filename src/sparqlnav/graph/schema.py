@@ -738,12 +738,17 @@ def compute_schema(
     )
 
 
+def _largest_classes(b: _Builder, limit: int) -> str:
+    """The `limit` classes with most instances, as the IRIs of a VALUES block ("" when there are none)."""
+    chosen = sorted(b.classes.values(), key=lambda c: (-(c.instances or 0), c.iri))[:limit]
+    return " ".join(f"<{c.iri}>" for c in chosen)
+
+
 def _superclasses(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, list[str]]:
     """The direct superclasses (rdfs:subClassOf in the data) of the largest classes."""
-    chosen = sorted(b.classes.values(), key=lambda c: (-(c.instances or 0), c.iri))[:limit]
-    if not chosen:
+    values = _largest_classes(b, limit)
+    if not values:
         return {}
-    values = " ".join(f"<{c.iri}>" for c in chosen)
     query = (
         f"SELECT ?class ?super WHERE {{ VALUES ?class {{ {values} }} ?class <{RDFS_SUBCLASS}> ?super "
         "FILTER(isIRI(?super) && ?super != ?class) }"
@@ -757,10 +762,9 @@ def _superclasses(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, lis
 
 def _class_labels(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, str]:
     """English (or language-less) rdfs:label of the largest classes."""
-    chosen = sorted(b.classes.values(), key=lambda c: (-(c.instances or 0), c.iri))[:limit]
-    if not chosen:
+    values = _largest_classes(b, limit)
+    if not values:
         return {}
-    values = " ".join(f"<{c.iri}>" for c in chosen)
     query = (
         f"SELECT ?class (SAMPLE(?l) AS ?label) WHERE {{ VALUES ?class {{ {values} }} ?class <{RDFS_LABEL}> ?l "
         'FILTER(LANG(?l) = "" || LANGMATCHES(LANG(?l), "en")) } GROUP BY ?class'
