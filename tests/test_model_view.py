@@ -86,6 +86,9 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
         assert cls in system
     # Managers are not typed pv:Employee: a count of employees misses them, and the digest says so.
     assert "pv:Manager (6; subclass of pv:Employee, not typed pv:Employee too)" in system
+    # Every pv:compatibleProduct link is stored both ways (checked by one ASK), and the digest says so.
+    assert "pv:compatibleProduct → pv:Hardware (stored both ways)" in system
+    assert system.count("(stored both ways)") == 1
     assert "pv:memberOf → pv:Department" in system and "← pv:memberOf from pv:Employee" in system
     assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):

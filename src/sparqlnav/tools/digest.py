@@ -171,8 +171,9 @@ class Digests:
         names = () if labelled else name_properties(schema)
         untyped = self._untyped_subclasses(kg, schema, classes[:12])
         unknown = self._unknown_ranges(kg, schema, classes[:12], pmap)
+        both_ways = self._both_ways(kg, schema, classes[:12])
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
-                             unknown=unknown)
+                             unknown=unknown, both_ways=both_ways)
         return Digest(text, prefixes, invented, labelled, names, source)
 
     def _unknown_ranges(
@@ -195,6 +196,21 @@ class Digests:
                     kind = "IRI" if term.kind == "uri" else "literal"
                     shown = show_term(term, prefixes) if term.kind == "uri" else clip(show_term(term, prefixes), 40)
                     found[(c, p.iri)] = f"{kind}, e.g. {shown}"
+        return found
+
+    def _both_ways(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
+        """Properties from a class to itself whose every link is stored in both directions (CK25's
+        pv:compatibleProduct): a model otherwise spends a query to find out, or a UNION that doubles rows."""
+        found: set[str] = set()
+        for c in classes:
+            info = schema.classes.get(c)
+            for p in (info.ranked_predicates() if info else [])[: self.options.properties_per_class]:
+                if c not in p.object_classes or p.iri in found:
+                    continue
+                query = f"ASK {{ ?a <{p.iri}> ?b . FILTER NOT EXISTS {{ ?b <{p.iri}> ?a }} }}"
+                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+                if result.ok and result.table is not None and result.table.boolean is False:
+                    found.add(p.iri)
         return found
 
     def _untyped_subclasses(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
@@ -290,6 +306,7 @@ def render_digest(
     names: tuple[str, ...] = (),
     untyped: set[str] | frozenset[str] = frozenset(),
     unknown: Mapping[tuple[str, str], str] | None = None,
+    both_ways: set[str] | frozenset[str] = frozenset(),
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
@@ -307,7 +324,7 @@ def render_digest(
         for p in preds[: options.properties_per_class]:
             objects = p.ranked_objects()[:2]
             rng = " | ".join(prefixes.compact(o) for o in objects) or (unknown or {}).get((c, p.iri), "?")
-            parts.append(f"{prefixes.compact(p.iri)} → {rng}")
+            parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else ""))
         more = len(preds) - options.properties_per_class
         # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
         # superclass: saying so spares a model the step that finds it out.
