@@ -169,9 +169,13 @@ class Digests:
         pmap = PrefixMap(dict(prefixes))
         labelled = any(p in schema.predicates for p in kg.vocab.labels)
         names = () if labelled else name_properties(schema)
-        untyped = self._untyped_subclasses(kg, schema, classes[:12])
-        unknown = self._unknown_ranges(kg, schema, classes[:12], pmap)
-        both_ways = self._both_ways(kg, schema, classes[:12])
+        # Data probes (subclass typing, untyped values, links stored both ways) scan the data: only on graphs known
+        # to be small, so a big endpoint's first question never waits on them.
+        triples = kg.extra.get("triples")
+        small = isinstance(triples, int) and triples <= self.options.profile_triples
+        untyped = self._untyped_subclasses(kg, schema, classes[:12]) if small else set()
+        unknown = self._unknown_ranges(kg, schema, classes[:12], pmap) if small else {}
+        both_ways = self._both_ways(kg, schema, classes[:12]) if small else set()
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
                              unknown=unknown, both_ways=both_ways)
         return Digest(text, prefixes, invented, labelled, names, source)
