@@ -89,11 +89,16 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     # Every pv:compatibleProduct link is stored both ways (checked by one ASK), and the digest says so.
     assert "pv:compatibleProduct → pv:Hardware (stored both ways)" in system
     assert system.count("(stored both ways)") == 1
-    assert "pv:memberOf → pv:Department" in system and "← pv:memberOf from pv:Employee" in system
+    assert "pv:memberOf → pv:Department" in system
+    # An incoming edge already shown as another class's `→` is not repeated; a property all classes share is said
+    # once (the system prompt is resent on every step).
+    assert "← pv:memberOf from pv:Employee" not in system and "←" not in digests.get(ck25).text
+    assert system.count("rdfs:label → xsd:string") == 1
+    assert "Every class above also has rdfs:label → xsd:string (except foaf:Organization)." in system
     assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
         assert unused not in system
-    assert len(system) < 6000  # the ~90 declared prefixes alone were about 5 kB
+    assert len(system) < 4700  # the ~90 declared prefixes alone were about 5 kB
 
 
 def test_build_system_prompt_has_the_same_digest_and_prefixes_as_explore(
@@ -274,6 +279,20 @@ def test_search_reaches_a_property_by_its_parts_and_abbreviations(bestiary: Know
     found = Toolkit(bestiary, Trace()).search("experience XP")
     assert isinstance(found.value, SearchResult) and xp in [p.iri for p in found.value.properties]
     assert "hasXPValue" in found.text
+
+
+@pytest.mark.data
+def test_bestiary_digest_keeps_incoming_edges_only_where_no_range_shows_them(
+    bestiary: KnowledgeGraph, digests: Digests
+) -> None:
+    text = digests.get(bestiary).text
+    # ontology:Beast lists hasSpecAbils past its first properties, by name only: the class it points at says so.
+    assert "- ontology:SpecialAbilities (5; subclass of ontology:Offense, not typed ontology:Offense too)\n" \
+        "  ← ontology:hasSpecAbils from ontology:Beast" in text
+    # hasLanguages is among Beast's first properties with its range, so Language's own line stays bare.
+    assert "ontology:hasLanguages → ontology:Language" in text and "← ontology:hasLanguages" not in text
+    assert "- ontology:Language (135)\n" in text
+    assert text.splitlines()[0].endswith("`←` which properties of other classes point at the class:")
 
 
 def test_search_reaches_properties_named_by_a_words_start_or_initials(bestiary: KnowledgeGraph) -> None:

@@ -314,43 +314,42 @@ def render_digest(
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
-    main = set(classes)
-    incoming = {oc: [e for e in edges if e[2] in main] for oc, edges in schema.incoming.items()}
-    lines = [
-        "Main classes (instances) with their most used properties; `→` gives what a property's values are, "
-        "`←` which properties point at the class:"
-    ]
-    size = len(lines[0])
-    for shown, c in enumerate(classes):
-        info = schema.classes[c]
-        preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
-        parts = []
-        for p in preds[: options.properties_per_class]:
-            objects = p.ranked_objects()[:2]
-            rng = " | ".join(prefixes.compact(o) for o in objects) or (unknown or {}).get((c, p.iri), "?")
-            parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else ""))
-        more = len(preds) - options.properties_per_class
-        # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
-        # superclass: saying so spares a model the step that finds it out.
-        supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)]  # not owl:Thing
-        kind = f"; subclass of {', '.join(prefixes.compact(x) for x in supers[:2])}" if supers else ""
-        if supers and c in untyped:
-            kind += f", not typed {prefixes.compact(supers[0])} too"
-        # Past the first properties, their names alone (BESTIARY's str, dex, hasSpeedValue … cost a search each).
-        rest = [prefixes.compact(p.iri) for p in preds[options.properties_per_class:][:options.names_per_class]]
-        tail = f"; also {', '.join(rest)}" if rest else ""
-        more -= len(rest)
-        block = f"- {prefixes.compact(c)} ({info.instances or 0}{kind}): " + "; ".join(parts) + tail + (
-            f"; …+{more}" if more > 0 else ""
-        )
-        into = sorted(incoming.get(c, []), reverse=True)[:3]
-        if into:
-            block += "\n  ← " + "; ".join(f"{prefixes.compact(p)} from {prefixes.compact(s)}" for _n, p, s in into)
-        if size + len(block) > budget and shown:
-            lines.append(f"- … and {len(classes) - shown} more classes (search finds them)")
+    rows = [_class_row(schema, prefixes, c, options, untyped, unknown or {}, both_ways) for c in classes]
+    # Which classes fit: the first pass decides, so what is factored out below is said of exactly those.
+    size, count = 0, 0
+    for row in rows:
+        block = row.block(())
+        if size + len(block) > budget and count:
             break
-        lines.append(block)
-        size += len(block)
+        size += len(block) + 1
+        count += 1
+    rows = rows[:count]
+    # A property every shown class has alike (CK25's `rdfs:label → xsd:string`) is said once, not per class: the
+    # system prompt is resent on every step, and relay runs showed it is most of what a step costs.
+    # A class or two without it (a dataset's own foaf:Organization) are named as exceptions.
+    seen: dict[str, int] = {}
+    for row in rows:
+        for part in row.parts:
+            seen[part] = seen.get(part, 0) + 1
+    common = [part for part, n in seen.items() if len(rows) >= 3 and n >= len(rows) - min(2, len(rows) // 4)]
+    # An incoming edge from a shown class is already its `→` line; only edges from elsewhere add anything.
+    said = {(r.iri, pred, target) for r in rows for pred, target in r.ranges}
+    main = set(classes)
+    lines = ["Main classes (instances) with their most used properties; `→` gives what a property's values are"]
+    for row in rows:
+        into = [
+            (n, p, s)
+            for n, p, s in schema.incoming.get(row.iri, [])
+            if s in main and (s, p, row.iri) not in said
+        ]
+        lines.append(row.block(common, sorted(into, reverse=True)[:3], prefixes))
+    pointing = any("\n  ← " in line for line in lines)
+    lines[0] += ", `←` which properties of other classes point at the class:" if pointing else ":"
+    for part in common:
+        without = [prefixes.compact(r.iri) for r in rows if part not in r.parts]
+        lines.append(f"Every class above also has {part}" + (f" (except {', '.join(without)})." if without else "."))
+    if count < len(classes):
+        lines.append(f"- … and {len(classes) - count} more classes (search finds them)")
     if not labelled:
         held = ", ".join(prefixes.compact(p) for p in names)
         lines.append(
@@ -359,6 +358,65 @@ def render_digest(
             + (f"; names are held by {held}." if held else "; match things by their identifiers.")
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _ClassRow:
+    """One class of a digest: its head, its properties with ranges, and the names of the rest."""
+
+    iri: str
+    head: str
+    parts: tuple[str, ...]
+    ranges: tuple[tuple[str, str], ...]  # (property, class) pairs the parts show
+    tail: str
+
+    def block(
+        self,
+        common: Iterable[str],
+        into: Iterable[tuple[int, str, str]] = (),
+        prefixes: PrefixMap | None = None,
+    ) -> str:
+        """The class's lines, without the parts said once for all classes."""
+        skip = set(common)
+        body = "; ".join(p for p in self.parts if p not in skip) + self.tail
+        text = f"{self.head}: {body.removeprefix('; ')}" if body else self.head
+        edges = list(into)
+        if edges and prefixes is not None:
+            text += "\n  ← " + "; ".join(f"{prefixes.compact(p)} from {prefixes.compact(s)}" for _n, p, s in edges)
+        return text
+
+
+def _class_row(
+    schema: Schema,
+    prefixes: PrefixMap,
+    c: str,
+    options: DigestOptions,
+    untyped: set[str] | frozenset[str],
+    unknown: Mapping[tuple[str, str], str],
+    both_ways: set[str] | frozenset[str],
+) -> _ClassRow:
+    info = schema.classes[c]
+    preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
+    parts, ranges = [], []
+    for p in preds[: options.properties_per_class]:
+        objects = p.ranked_objects()[:2]
+        ranges += [(p.iri, o) for o in objects]
+        rng = " | ".join(prefixes.compact(o) for o in objects) or unknown.get((c, p.iri), "?")
+        parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else ""))
+    more = len(preds) - options.properties_per_class
+    # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
+    # superclass: saying so spares a model the step that finds it out.
+    supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)]  # not owl:Thing
+    kind = f"; subclass of {', '.join(prefixes.compact(x) for x in supers[:2])}" if supers else ""
+    if supers and c in untyped:
+        kind += f", not typed {prefixes.compact(supers[0])} too"
+    # Past the first properties, their names alone (BESTIARY's str, dex, hasSpeedValue … cost a search each).
+    rest = [prefixes.compact(p.iri) for p in preds[options.properties_per_class:][:options.names_per_class]]
+    tail = f"; also {', '.join(rest)}" if rest else ""
+    more -= len(rest)
+    tail += f"; …+{more}" if more > 0 else ""
+    head = f"- {prefixes.compact(c)} ({info.instances or 0}{kind})"
+    return _ClassRow(c, head, tuple(parts), tuple(ranges), tail)
 
 
 def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
