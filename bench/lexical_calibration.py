@@ -8,6 +8,10 @@ that the easiest graph dominates) and B's precision (right among answered) and c
 are measured at it; so is every single pair A → B, and the default threshold of `LexicalSettings` on each
 dataset. The default threshold is the one this rule gives on all three datasets.
 
+The held-out sets (`bench/datasets/heldout/`: 90 questions over the same three graphs, written blind to the
+strategies after the threshold and every feature were fixed) are never calibrated on: they are measured at the
+default threshold and at each leave-one-out threshold. Their gold answers come from running their SPARQL.
+
     .venv/bin/python bench/lexical_calibration.py [--data DIR] [--records FILE] [--reuse]
 
 Data is read from --data, $SPARQLNAV_DATA or ../shared/data next to the repository. --records keeps the
@@ -17,6 +21,7 @@ per-question runs (JSON lines); --reuse reads them instead of asking again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from lexical_eval import demo_questions, run_dataset
 from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.evaluation.gold import execute_gold
 from sparqlnav.graph.opening import demo_path, open_kg
 from sparqlnav.settings import LexicalSettings, Settings
 from sparqlnav.strategies.lexical import LexicalStrategy
@@ -34,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 RIGHT_F1 = 0.5  # an answer is right when its set-F1 reaches this
 TARGET = 0.8  # the precision the threshold must reach where it is calibrated
 GRID = [round(0.05 * i, 2) for i in range(21)]
+HELD_OUT_DIR = REPO / "bench" / "datasets" / "heldout"
 
 
 @dataclass(frozen=True)
@@ -98,18 +105,28 @@ def collect(data: Path, home: Path, budget: float) -> list[Record]:
     """Ask every question of the three datasets with no threshold."""
     settings = Settings.from_env({"SPARQLNAV_HOME": str(home)})
     strategy = LexicalStrategy(budget_s=budget, threshold=0.0)
+    ck25, bestiary = data / "ck25" / "prod-inst.ttl", data / "bestiary" / "beastiary_kg.rdf"
     sets = [
         ("DEMO", None, demo_path().parent / "questions.json"),
-        ("CK25", data / "ck25" / "prod-inst.ttl", data / "ck25" / "questions.yml"),
-        ("BESTIARY", data / "bestiary" / "beastiary_kg.rdf", data / "bestiary" / "beastiary_with_qald_format.json"),
+        ("CK25", ck25, data / "ck25" / "questions.yml"),
+        ("BESTIARY", bestiary, data / "bestiary" / "beastiary_with_qald_format.json"),
+        ("HO-DEMO", None, HELD_OUT_DIR / "demo.json"),
+        ("HO-CK25", ck25, HELD_OUT_DIR / "ck25.json"),
+        ("HO-BESTIARY", bestiary, HELD_OUT_DIR / "bestiary.json"),
     ]
     out: list[Record] = []
     for name, kg_path, questions_path in sets:
         questions = (
-            demo_questions(questions_path) if kg_path is None else load_dataset(questions_path).questions
+            demo_questions(questions_path) if name == "DEMO" else load_dataset(questions_path).questions
         )
         print(f"{name}: {len(questions)} questions", file=sys.stderr)
         with open_kg("demo" if kg_path is None else str(kg_path), settings) as kg:
+            # The held-out sets store no answers: their gold is what their own query returns on the graph.
+            questions = [
+                q if q.gold_results is not None or not q.sparql
+                else dataclasses.replace(q, gold_results=execute_gold(q, kg.endpoint).results)
+                for q in questions
+            ]
             report = run_dataset(name, questions, kg, strategy, linking=False)
         out += [
             Record(
@@ -128,8 +145,11 @@ def collect(data: Path, home: Path, budget: float) -> list[Record]:
 
 def table(records: list[Record], default: float) -> str:
     """The markdown report."""
-    names = list(dict.fromkeys(r.dataset for r in records))
-    by = {n: [r for r in records if r.dataset == n] for n in names}
+    every = list(dict.fromkeys(r.dataset for r in records))
+    by = {n: [r for r in records if r.dataset == n] for n in every}
+    held = [n for n in every if n.startswith("HO-")]
+    names = [n for n in every if n not in held]  # what thresholds are calibrated on
+    tuned = [r for r in records if r.dataset in names]
     lines = [
         "# lexical strategy: calibrated confidence",
         "",
@@ -140,13 +160,14 @@ def table(records: list[Record], default: float) -> str:
         "precision = right among answered, coverage = answered among all questions, measured on data the threshold",
         "was not calibrated on. Produced by `bench/lexical_calibration.py`.",
         "",
+        *held_out_section(by, held, names, tuned, default),
         "## Calibrated on the others, measured on the held-out dataset",
         "",
         "| held out | calibrated on | threshold | questions | answered | precision | coverage | right / all |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for b in names:
-        rest = [r for r in records if r.dataset != b]
+        rest = [r for r in tuned if r.dataset != b]
         t = calibrate(rest)
         m = measure(by[b], t)
         others = " + ".join(n for n in names if n != b)
@@ -155,7 +176,7 @@ def table(records: list[Record], default: float) -> str:
         )
     lines += [
         "",
-        f"Calibrated on all three: **{calibrate(records):.2f}** (the default in `LexicalSettings`: {default:.2f}).",
+        f"Calibrated on all three: **{calibrate(tuned):.2f}** (the default in `LexicalSettings`: {default:.2f}).",
         "",
         "## Every pair: calibrated on A, measured on B",
         "",
@@ -176,7 +197,7 @@ def table(records: list[Record], default: float) -> str:
         "| dataset | answered | precision | coverage | right / all | right before (any guess) |",
         "|---|---|---|---|---|---|",
     ]
-    for n in names:
+    for n in every:
         m = measure(by[n], default)
         any_guess = measure(by[n], 0.0)
         lines.append(
@@ -205,16 +226,52 @@ def table(records: list[Record], default: float) -> str:
         "",
         "## Precision and coverage by threshold",
         "",
-        "| threshold | " + " | ".join(f"{n} precision | {n} coverage" for n in names) + " |",
-        "|---|" + "---|---|" * len(names),
+        "| threshold | " + " | ".join(f"{n} precision | {n} coverage" for n in every) + " |",
+        "|---|" + "---|---|" * len(every),
     ]
     for t in GRID:
         cells = []
-        for n in names:
+        for n in every:
             m = measure(by[n], t)
             cells.append(f"{m.precision:.2f} | {m.coverage:.2f}")
         lines.append(f"| {t:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def held_out_section(
+    by: dict[str, list[Record]], held: list[str], names: list[str], tuned: list[Record], default: float
+) -> list[str]:
+    """Lines measuring the blind held-out sets at the default threshold and at each leave-one-out threshold."""
+    if not held:
+        return []
+    pooled = [r for n in held for r in by[n]]
+    lines = [
+        "## Held-out questions: written blind, never calibrated or tuned on",
+        "",
+        f"At the default threshold ({default:.2f}, calibrated on {' + '.join(names)}):",
+        "",
+        "| held-out set | questions | answered | right | precision | coverage | right / all |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, rs in [*((n, by[n]) for n in held), ("all held-out", pooled)]:
+        m = measure(rs, default)
+        lines.append(
+            f"| {n} | {m.questions} | {m.answered} | {m.right} | {m.precision:.2f} | {m.coverage:.2f} | "
+            f"{m.right_share:.2f} |"
+        )
+    lines += [
+        "",
+        "At the thresholds the leave-one-out rows below calibrate (all held-out questions pooled):",
+        "",
+        "| calibrated on | threshold | answered | precision | coverage |",
+        "|---|---|---|---|---|",
+    ]
+    for b in names:
+        t = calibrate([r for r in tuned if r.dataset != b])
+        m = measure(pooled, t)
+        others = " + ".join(n for n in names if n != b)
+        lines.append(f"| {others} | {t:.2f} | {m.answered}/{m.questions} | {m.precision:.2f} | {m.coverage:.2f} |")
+    return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> int:

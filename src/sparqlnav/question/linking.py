@@ -167,6 +167,12 @@ def _stem(word: str) -> str:
     return w
 
 
+# Prefixes that make a word mean something else than its stem: no match by suffix across them.
+MEANING_PREFIXES = frozenset(
+    "un non dis anti under over sub super counter mis semi multi inter ultra in im il ir de".split()
+)
+
+
 def word_similarity(a: str, b: str) -> float:
     """How surely two words mean the same (1 equal, ~0.9 inflections and prefixes, 0 unrelated)."""
     x, y = a.lower(), b.lower()
@@ -190,7 +196,8 @@ def word_similarity(a: str, b: str) -> float:
         # "reliable"/"reliability", "expert"/"expertise", "located"/"location"
         if prefix >= 5 and prefix >= 0.75 * len(short):
             return 0.85
-        if long_.endswith(short) and len(short) >= 0.5 * len(long_):  # "telephone"/"phone"
+        # "telephone"/"phone", but not a word a prefix turns into another ("undercommon", "nonprofit", "unsafe")
+        if long_.endswith(short) and len(short) >= 0.5 * len(long_) and long_[: -len(short)] not in MEANING_PREFIXES:
             return 0.85
     if len(short) >= 5:
         ratio = fuzz.ratio(x, y) / 100
