@@ -156,10 +156,11 @@ def table(records: list[Record], default: float) -> str:
         f"An answer is right when its set-F1 against the gold answer is at least {RIGHT_F1}. Each threshold is the",
         f"lowest confidence (steps of 0.05) at which the answers of *each* calibration dataset are right at least {TARGET:.0%}",
         "of the time (not their pool, which the easiest dataset dominates); the default threshold is what this rule",
-        "gives on all three datasets;",
+        "gave on DEMO, CK25 and BESTIARY when it was set;",
         "precision = right among answered, coverage = answered among all questions, measured on data the threshold",
         "was not calibrated on. Produced by `bench/lexical_calibration.py`.",
         "",
+        *default_note(calibrate(tuned), default),
         *held_out_section(by, held, names, tuned, default),
         "## Calibrated on the others, measured on the held-out dataset",
         "",
@@ -238,6 +239,18 @@ def table(records: list[Record], default: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_note(ruled: float, default: float) -> list[str]:
+    """A paragraph when the rule now gives another threshold than the default."""
+    if ruled == default:
+        return []
+    return [
+        f"The rule now gives {ruled:.2f} on the three; the default stays {default:.2f}, which was fixed before the "
+        "held-out sets were written (changing it after seeing them would tune on them). Both are measured on the",
+        "held-out sets below.",
+        "",
+    ]
+
+
 def held_out_section(
     by: dict[str, list[Record]], held: list[str], names: list[str], tuned: list[Record], default: float
 ) -> list[str]:
@@ -261,11 +274,14 @@ def held_out_section(
         )
     lines += [
         "",
-        "At the thresholds the leave-one-out rows below calibrate (all held-out questions pooled):",
+        "At the thresholds the leave-one-out rows below calibrate, and the rule on all three (held-out pooled):",
         "",
         "| calibrated on | threshold | answered | precision | coverage |",
         "|---|---|---|---|---|",
     ]
+    ruled = calibrate(tuned)
+    m = measure(pooled, ruled)
+    lines.append(f"| {' + '.join(names)} | {ruled:.2f} | {m.answered}/{m.questions} | {m.precision:.2f} | {m.coverage:.2f} |")
     for b in names:
         t = calibrate([r for r in tuned if r.dataset != b])
         m = measure(pooled, t)
