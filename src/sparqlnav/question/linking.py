@@ -169,7 +169,10 @@ def _stem(word: str) -> str:
 
 # Prefixes that make a word mean something else than its stem: no match by suffix across them.
 MEANING_PREFIXES = frozenset(
-    "un non dis anti under over sub super counter mis semi multi inter ultra in im il ir de".split()
+    [
+        "un", "non", "dis", "anti", "under", "over", "sub", "super", "counter", "mis",
+        "semi", "multi", "inter", "ultra", "in", "im", "il", "ir", "de",
+    ]
 )
 
 

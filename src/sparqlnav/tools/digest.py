@@ -74,6 +74,7 @@ class DigestOptions:
     names_per_class: int = 30  # then names only
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
+    few_values: int = 3  # a literal property with at most this many distinct values shows them
 
 
 def stored_digests(settings: Settings | None) -> Digests:
@@ -176,8 +177,9 @@ class Digests:
         untyped = self._untyped_subclasses(kg, schema, classes[:12]) if small else set()
         unknown = self._unknown_ranges(kg, schema, classes[:12], pmap) if small else {}
         both_ways = self._both_ways(kg, schema, classes[:12]) if small else set()
+        few = self._few_values(kg, schema, classes[:12], pmap) if small else {}
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
-                             unknown=unknown, both_ways=both_ways)
+                             unknown=unknown, both_ways=both_ways, few=few)
         return Digest(text, prefixes, invented, labelled, names, source)
 
     def _unknown_ranges(
@@ -200,6 +202,29 @@ class Digests:
                     kind = "IRI" if term.kind == "uri" else "literal"
                     shown = show_term(term, prefixes) if term.kind == "uri" else clip(show_term(term, prefixes), 40)
                     found[(c, p.iri)] = f"{kind}, e.g. {shown}"
+        return found
+
+    def _few_values(
+        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
+    ) -> dict[tuple[str, str], str]:
+        """Literal properties with at most `few_values` distinct values over a class of many instances (CK25's
+        pv:currency is always "EUR"): relay models spent a query per "cheapest" question finding that out."""
+        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        cap = self.options.few_values
+        found: dict[tuple[str, str], str] = {}
+        for c in classes:
+            info = schema.classes.get(c)
+            if info is None or (info.instances or 0) < 10:
+                continue  # a handful of instances has a handful of values anyway
+            for p in info.ranked_predicates()[: self.options.properties_per_class]:
+                if p.iri in schema.type_predicates or not p.datatypes:
+                    continue
+                query = f"SELECT DISTINCT ?o WHERE {{ ?s <{typing}> <{c}> ; <{p.iri}> ?o }} LIMIT {cap + 1}"
+                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+                if not (result.ok and result.table is not None) or not 0 < len(result.table.rows) <= cap:
+                    continue
+                values = [f'"{clip(r["o"].value, 30)}"' for r in result.table.rows if "o" in r]
+                found[(c, p.iri)] = ("only " if len(values) == 1 else "values ") + ", ".join(values)
         return found
 
     def _both_ways(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
@@ -311,10 +336,11 @@ def render_digest(
     untyped: set[str] | frozenset[str] = frozenset(),
     unknown: Mapping[tuple[str, str], str] | None = None,
     both_ways: set[str] | frozenset[str] = frozenset(),
+    few: Mapping[tuple[str, str], str] | None = None,
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
-    rows = [_class_row(schema, prefixes, c, options, untyped, unknown or {}, both_ways) for c in classes]
+    rows = [_class_row(schema, prefixes, c, options, untyped, unknown or {}, both_ways, few or {}) for c in classes]
     # Which classes fit: the first pass decides, so what is factored out below is said of exactly those.
     size, count = 0, 0
     for row in rows:
@@ -394,6 +420,7 @@ def _class_row(
     untyped: set[str] | frozenset[str],
     unknown: Mapping[tuple[str, str], str],
     both_ways: set[str] | frozenset[str],
+    few: Mapping[tuple[str, str], str],
 ) -> _ClassRow:
     info = schema.classes[c]
     preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
@@ -402,6 +429,8 @@ def _class_row(
         objects = p.ranked_objects()[:2]
         ranges += [(p.iri, o) for o in objects]
         rng = " | ".join(prefixes.compact(o) for o in objects) or unknown.get((c, p.iri), "?")
+        if (c, p.iri) in few:
+            rng += f" ({few[(c, p.iri)]})"
         parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else ""))
     more = len(preds) - options.properties_per_class
     # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
