@@ -13,7 +13,15 @@ import test_serve
 from sparqlnav.faces.http import AUTH_FAILURES_PER_MINUTE, ServeConfig, background, create_app
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.settings import ConfigError, Settings
-from sparqlnav.sparql.guard import MAX_NESTING, Refused, check_nesting, check_query
+from sparqlnav.sparql.guard import (
+    MAX_GROUP_OPERATORS,
+    MAX_NESTING,
+    MAX_OPERATORS,
+    Refused,
+    check_chains,
+    check_nesting,
+    check_query,
+)
 from test_serve import EX, MANAGER_OF_ALICE
 
 tiny_path = test_serve.tiny_path  # the shared small graph (fixtures)
@@ -157,6 +165,28 @@ def test_deep_nesting_is_refused_before_the_engine_sees_it(settings: Settings, t
         assert at_limit.status_code == 200
         assert at_limit.json()["results"]["results"]["bindings"][0]["m"]["value"] == EX + "bob"
         assert client.post("/api/sparql", json={"query": nested_groups(MAX_NESTING + 1)}).status_code == 400
+
+
+def test_flat_chains_that_crash_the_engine_are_refused_before_it_sees_them(
+    settings: Settings, tiny: KnowledgeGraph
+) -> None:
+    server = tiny.endpoint.server  # type: ignore[attr-defined]
+    minus = "SELECT * WHERE { ?s ?p ?o " + " ".join("MINUS{?s ?q ?o}" for _ in range(3000)) + " }"
+    plus = "SELECT (" + " + ".join("1" for _ in range(8000)) + " AS ?x) WHERE {}"
+    with background(app_with(settings, tiny, mcp=False)) as url, client_at(url) as client:
+        client.post("/api/sparql", json={"query": MANAGER_OF_ALICE})  # the engine is up
+        generation, restarts = server.generation, server.restarts
+        for bomb, said in ((minus, "chains 3,000 UNION/MINUS/OPTIONAL blocks"), (plus, "has 7,999 operators")):
+            assert len(bomb) < ServeConfig().max_query_chars  # the size limit lets both through
+            r = client.post("/api/sparql", json={"query": bomb})
+            assert r.status_code == 400 and r.json()["outcome"] == "refused" and said in r.json()["detail"]
+        assert (server.generation, server.restarts) == (generation, restarts)  # the engine never saw them
+        at_limit = "SELECT * WHERE { " + " UNION ".join("{ ?s ?p ?o }" for _ in range(MAX_GROUP_OPERATORS + 1)) + " }"
+        assert at_limit.count("UNION") == MAX_GROUP_OPERATORS
+        assert client.post("/api/sparql", json={"query": at_limit}).status_code == 200
+    check_chains("SELECT (" + " + ".join("1" for _ in range(MAX_OPERATORS + 1)) + " AS ?x) WHERE {}")
+    with pytest.raises(Refused, match=f"at most {MAX_OPERATORS:,}"):
+        check_chains("SELECT (" + " + ".join("1" for _ in range(MAX_OPERATORS + 2)) + " AS ?x) WHERE {}")
 
 
 @pytest.mark.parametrize(
