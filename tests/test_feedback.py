@@ -316,6 +316,11 @@ def test_empty_result(tools: Toolkit, memory: Memory) -> None:
     ]
     # A false ASK is an answer, not an empty result.
     assert fired(ran(tools, memory, "ASK { wd:Q1 wdt:P31 wd:Q213 }"), "after") == []
+    # Nor is nothing from a query that asks for an absence: the model ran it to see none.
+    absent = "SELECT ?x WHERE { ?x wdt:P31 ?c FILTER NOT EXISTS { ?x ?p ?o } }"
+    assert "empty_result" not in fired(ran(tools, memory, absent), "after")
+    absent = "SELECT ?x WHERE { ?x wdt:P31 ?c MINUS { ?x wdt:P31 ?c } }"
+    assert "empty_result" not in fired(ran(tools, memory, absent), "after")
 
 
 @pytest.mark.slow

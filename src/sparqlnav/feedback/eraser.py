@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -618,7 +619,14 @@ def empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     empty = r.outcome is Outcome.EMPTY or (
         r.outcome is Outcome.OK and r.table is not None and r.table.is_empty
     )
-    return {} if empty else None
+    # A query that asks for an absence (NOT EXISTS, MINUS) is often run to see nothing: relay models checking
+    # "no Encoder lacks a category" got the whole how-to-debug text three times per question.
+    return {} if empty and not (ctx.query and _asks_for_absence(ctx.query)) else None
+
+
+def _asks_for_absence(query: str) -> bool:
+    words = [t.text.upper() for t in tokens(query) if t.kind == "word"]
+    return "MINUS" in words or ("NOT", "EXISTS") in pairwise(words)
 
 
 def timeout(ctx: StepContext, opts: FeedbackOptions) -> Details | None:

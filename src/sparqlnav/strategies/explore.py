@@ -64,7 +64,7 @@ def stop(
     ] = None,
 ) -> Observation:
     """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
-    returned the answer. The thought you write with this call reaches the answer writer as a note: say there the
+    returned the answer. The text you write alongside this call reaches the answer writer as a note: say there the
     reading of the question you chose, ties or cases the rows hide (not step numbers), and only what an observation
     showed you."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
