@@ -170,8 +170,8 @@ def search(kit: Toolkit, query: Annotated[str, Field(description="words to look 
 
 
 def get_entity(kit: Toolkit, id: Id, *, prune: Callable[[EntityPage], EntityPage] | None = None) -> Observation:
-    """Show the outgoing edges of one entity: each property with its values (and statement qualifiers where the
-    graph has them)."""
+    """Show one entity: each property with its values (and statement qualifiers where the graph has them), and the
+    properties that point at it, with counts and examples."""
     return kit.get_entity(id, prune=prune)
 
 

@@ -106,8 +106,8 @@ class Toolkit:
     def get_entity(
         self, ident: str, *, prune: Callable[[EntityPage], EntityPage] | None = None
     ) -> Observation:
-        """The outgoing edges of an entity (with qualifiers); `ident` may also be a name, looked up by search (the
-        chosen IRI is stated); `prune` may drop edges irrelevant to the task."""
+        """An entity's page: outgoing edges (with qualifiers) and incoming properties; `ident` may also be a name,
+        looked up by search (the chosen IRI is stated); `prune` may drop edges irrelevant to the task."""
         try:
             iri, hit = resolve_name(self.kg, ident)
         except LookupFailed as exc:
