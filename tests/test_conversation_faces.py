@@ -200,3 +200,34 @@ def test_mcp_ask_with_a_conversation(served: Any, scripted_llm: ScriptedLLM) -> 
 
     with server as url:
         asyncio.run(main(url))
+
+
+def test_mcp_and_http_share_a_clients_conversations_when_auth_is_on(served: Any, scripted_llm: ScriptedLLM) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    scripted_llm.script(two_turns())
+    app, server = served(token="secret-a")
+    store = app.state.service.conversations
+    theirs = store.create(owner="someone else")
+    auth = {"Authorization": "Bearer secret-a"}
+
+    async def main(url: str, ident: str) -> None:
+        async with httpx2.AsyncClient(headers=auth, timeout=60) as http, Client(
+            streamable_http_client(url + "/mcp", http_client=http)
+        ) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert "ctx" not in json.dumps(listed["ask"].input_schema)  # the SDK's context is not an argument
+            two = await client.call_tool("ask", {"question": SECOND, "strategy": "explore", "conversation": ident})
+            reply = "\n".join(c.text for c in two.content if getattr(c, "type", "") == "text")
+            assert not two.is_error and EMAIL in reply and f"Conversation: {ident} (turn 2;" in reply
+            refused = await client.call_tool("ask", {"question": SECOND, "conversation": theirs.id})
+            assert refused.is_error and "another client" in json.dumps([c.text for c in refused.content])
+
+    with server as url, httpx.Client(base_url=url, timeout=60, headers=auth) as http:
+        # Started over HTTP with the token, followed up over MCP with the same token: the same client.
+        first = http.post("/api/ask", json={"question": FIRST, "strategy": "explore"}).json()
+        asyncio.run(main(url, first["conversation"]))
+    talk = store.get(first["conversation"], owner=store_owner("secret-a"))
+    assert [t.question for t in talk.turns] == [FIRST, SECOND]
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparqlnav.conversation import ConversationStore
 from sparqlnav.faces.access import HostCheck, Networks, client_address
-from sparqlnav.faces.routes_ask import ask_routes
+from sparqlnav.faces.routes_ask import ask_routes, request_owner
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
 from sparqlnav.faces.routes_tools import tool_routes
 from sparqlnav.faces.service import (
@@ -289,6 +289,7 @@ def create_app(
             default_strategy=config.strategy,
             runner=service.run,  # the API's slots, time limit and accounting
             conversations=service.conversations,
+            owner_of_request=functools.partial(request_owner, service),
         )
         mcp_app = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", host=config.host, transport_security=mcp_security(config)

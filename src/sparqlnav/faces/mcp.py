@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
@@ -149,11 +149,13 @@ def create_mcp_server(
     log_level: str = "WARNING",
     runner: Runner | None = None,
     conversations: ConversationStore | None = None,
+    owner_of_request: Callable[[Any], str | None] | None = None,
 ) -> tuple[MCPServer, McpTools]:
     """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
     opened under the settings' home); `ask` is offered only when an LLM is configured. Every call's work is
     done by `runner` (default: a thread of the SDK's own pool); `ask` keeps its conversations in
-    `conversations` (else a store of its own, as the settings describe)."""
+    `conversations` (else a store of its own, as the settings describe), owned by whom `owner_of_request` says
+    sent the HTTP request (the HTTP face's rule, so one client's conversation continues on either face)."""
     run_in: Runner = runner or anyio.to_thread.run_sync
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
@@ -202,17 +204,22 @@ def create_mcp_server(
                 Field(description="The id of the conversation this question follows up (from an earlier answer); "
                       "absent: a new one is started."),
             ] = None,
+            ctx: Context | None = None,
         ) -> str:
-            return await _ran(run_in, lambda: answered(question, strategy, kg, conversation))
+            request = ctx.request_context.request if ctx is not None else None  # None over stdio
+            owner = owner_of_request(request) if owner_of_request is not None and request is not None else None
+            return await _ran(run_in, lambda: answered(question, strategy, kg, conversation, owner))
 
-        def answered(question: str, strategy: str, kg: str | None, conversation: str | None) -> str:
+        def answered(
+            question: str, strategy: str, kg: str | None, conversation: str | None, owner: str | None
+        ) -> str:
             graph = kg_of(kg)
             try:
                 chosen = factory(strategy, llm_config)
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
             try:
-                talk = store.get(conversation) if conversation else store.create()
+                talk = store.get(conversation, owner) if conversation else store.create(owner)
             except ConversationError as exc:
                 raise ToolError(str(exc)) from None
             trace = Trace()

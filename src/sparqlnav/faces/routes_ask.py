@@ -57,7 +57,7 @@ def owner_of(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()[:32]
 
 
-def _owner(service: Service, request: Request) -> str | None:
+def request_owner(service: Service, request: Request) -> str | None:
     """The client's owner id when auth is on (the guard has checked the token), else None."""
     if not service.config.token:
         return None
@@ -69,7 +69,7 @@ def _conversation(service: Service, body: AskRequest, request: Request) -> tuple
     """The conversation the question belongs to (created when the body names none) with the user's edit recorded,
     and the context of the question; HTTP 404, 403 or 422 when it cannot be used as asked."""
     store = service.conversations
-    owner = _owner(service, request)
+    owner = request_owner(service, request)
     try:
         talk = store.get(body.conversation, owner) if body.conversation else store.create(owner)
         context = talk.context(body.refine)  # checked before the edit is kept
