@@ -151,7 +151,9 @@ def test_full_run_on_the_demo_kg_reaches_the_gold_answer(
     # Usage, live delivery and JSONL.
     usage = answer.trace.finish()
     assert (usage.llm_calls, usage.input_tokens, usage.output_tokens) == (7, 70, 35)
-    assert usage.sparql_queries == 4  # three for the entity page (out, qualifiers, incoming), one execute_sparql
+    # Three for the entity page (out, qualifiers, incoming), one per search naming its hits' classes, one
+    # execute_sparql: every query a tool runs is in the trace.
+    assert usage.sparql_queries == 6
     assert [e.seq for e in live] == [e.seq for e in answer.trace.events]
     trace.save(tmp_path / "trace.jsonl")
     again = Trace.load(tmp_path / "trace.jsonl")
@@ -297,10 +299,9 @@ def test_malformed_call_and_wrong_arguments_get_guidelines(
         (3, "unknown_tool"),
         (4, "no_action"),
     ]
-    # Nothing was run for those steps: only the last query reached the engine.
-    assert [s["query"].split("SELECT")[1] for s in kinds(answer, "sparql")] == [
-        OXYGEN_QUERY.split("SELECT")[1]
-    ]
+    # Nothing was run for those steps: only the search's class lookup and the last query reached the engine.
+    ran = [s["query"].split("SELECT")[1] for s in kinds(answer, "sparql")]
+    assert ran[-1] == OXYGEN_QUERY.split("SELECT")[1] and len(ran) == 2 and "VALUES ?s" in ran[0]
     # The guideline is the observation the model gets back, on the tool call it made.
     second = messages(scripted_llm, 1)
     assert second[-2]["tool_calls"][0]["function"]["arguments"] == json.dumps(
@@ -607,7 +608,7 @@ def test_cli_ask_explore_json_and_live_steps(scripted_llm: ScriptedLLM, sn_home:
     assert {b["discoverer"]["value"] for b in out["results"]["results"]["bindings"]} == gold_demo(
         "demo-01"
     )
-    assert out["usage"]["llm_calls"] == 6 and out["usage"]["sparql_queries"] == 1
+    assert out["usage"]["llm_calls"] == 6 and out["usage"]["sparql_queries"] == 2  # the search's classes, the query
     assert [e["kind"] for e in out["trace"]].count("rollback") == 1
     scripted_llm.script(script)
     shown = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)

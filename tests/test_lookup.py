@@ -55,6 +55,21 @@ def test_search_ranks_the_employee_first_and_tolerates_typos(ck25: KnowledgeGrap
 
 
 @pytest.mark.data
+def test_search_hits_say_what_kind_of_thing_they_are(ck25: KnowledgeGraph, demo: KnowledgeGraph) -> None:
+    # A relay model could tell the category "Sensor" from products named "… Sensor" only by the IRI's shape.
+    found = search(ck25, "Sensor")
+    text = found.to_text(ck25)
+    assert text.splitlines()[1] == "  prodi:prod-cat-Sensor 'Sensor' (a pv:ProductCategory)"
+    assert "'M558-2275045 - Sensor Switch' (a pv:Hardware)" in text
+    assert found.classes["http://ld.company.org/prod-instances/prod-cat-Sensor"] == [
+        "http://ld.company.org/prod-vocab/ProductCategory"
+    ]
+    # On a Wikibase graph the class is an item: its label comes along (not when the name already says it).
+    oxygen = search(demo, "oxygen").to_text(demo)
+    assert "wd:Q8 'oxygen' (a wd:Q204 'nonmetal', wd:Q201 'chemical element')" in oxygen
+
+
+@pytest.mark.data
 def test_properties_are_reported_separately(ck25: KnowledgeGraph) -> None:
     found = search(ck25, "manager")
     assert found.properties and found.properties[0].iri == "http://ld.company.org/prod-vocab/hasManager"

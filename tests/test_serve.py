@@ -245,12 +245,12 @@ def test_stream_sends_each_step_as_it_happens(settings: Settings, tiny: Knowledg
     assert names[-1] == "answer" and set(names[:-1]) == {"trace"}
     streamed = [first, *(d for _, d in rest[:-1])]
     assert [e["kind"] for e in streamed] == [
-        "thought", "action", "observation", "action", "sparql", "observation", "feedback",
-    ]
+        "thought", "action", "sparql", "observation", "action", "sparql", "observation", "feedback",
+    ]  # the first sparql is the search naming its hits' classes
     answer = rest[-1][1]
     assert answer["trace"] == streamed  # the answer carries the same trace that was streamed
     assert answer["results"]["results"]["bindings"][0]["m"]["value"] == EX + "bob"
-    assert "Alice Wunderlich" in streamed[2]["data"]["text"]
+    assert "Alice Wunderlich" in streamed[3]["data"]["text"]
 
 
 def test_stream_of_a_lexical_run_matches_its_answer(settings: Settings, tiny: KnowledgeGraph) -> None:

@@ -147,8 +147,9 @@ def test_ui_streams_steps_and_reruns_sparql(
         # The answer first: the finished run's steps fold into one line, which opens them again.
         steps = page.locator(".turn .steps")
         assert steps.evaluate("d => d.open") is False and page.locator(".events").is_hidden()
-        assert page.inner_text(".steps-summary") == "linked Alice Wunderlich · 2 queries · answer from query #2"
-        assert page.get_attribute(".event.gave-answer", "data-query") == "2"
+        # Three queries ran: the search's lookup of its hits' classes, then the model's two.
+        assert page.inner_text(".steps-summary") == "linked Alice Wunderlich · 3 queries · answer from query #3"
+        assert page.get_attribute(".event.gave-answer", "data-query") == "3"
         page.screenshot(path=str(shots / "answer-steps-collapsed.png"))
         page.click(".turn .steps > summary")
         assert steps.evaluate("d => d.open") is True and page.locator(".event.gave-answer").is_visible()

@@ -17,6 +17,9 @@ from sparqlnav.graph.results import Term, clip, show_term
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
 EDGE_LIMIT = 2000
+_META = ("http://www.w3.org/2002/07/owl#", "http://www.w3.org/2000/01/rdf-schema#",
+         "http://www.w3.org/1999/02/22-rdf-syntax-ns#")
+CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: skipped when slow)
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
@@ -36,6 +39,8 @@ class SearchResult:
     entity_total: int | None = None  # matches found before the cut (None: not counted)
     property_total: int | None = None
     total_capped: bool = False  # the count stopped at the search's own limit: there may be more
+    classes: dict[str, list[str]] = field(default_factory=dict)  # entity IRI → its classes (up to two)
+    class_labels: dict[str, str] = field(default_factory=dict)  # names of those classes where the graph has them
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -44,6 +49,8 @@ class SearchResult:
             "entities": [asdict(h) for h in self.entities],
             "properties": [asdict(h) for h in self.properties],
         }
+        if self.classes:
+            data["classes"] = self.classes
         if self.note:
             data["note"] = self.note
         return data
@@ -51,12 +58,25 @@ class SearchResult:
     def to_text(self, kg: KnowledgeGraph) -> str:
         """Readable lines for a person or an LLM."""
         lines = [f"Entities matching {self.query!r}{self._count(len(self.entities), self.entity_total)}:"]
-        lines += [_hit_line(h, kg) for h in self.entities] or ["  (none)"]
+        lines += [_hit_line(h, kg, self._class_note(h.iri, kg)) for h in self.entities] or ["  (none)"]
         lines.append(f"Properties matching {self.query!r}{self._count(len(self.properties), self.property_total)}:")
         lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
         if self.note:
             lines.append(f"Note: {self.note}")
         return "\n".join(lines)
+
+    def _class_note(self, iri: str, kg: KnowledgeGraph) -> str:
+        """" (a pv:ProductCategory)": what kind of thing a hit is, so a category and a product named alike differ."""
+        classes = self.classes.get(iri)
+        if not classes:
+            return ""
+        named = []
+        for c in classes:
+            shown = kg.prefixes.compact(c)
+            label = self.class_labels.get(c)
+            plain = re.sub(r"[\W_]+", "", (label or "").lower())
+            named.append(f"{shown} {label!r}" if plain and plain not in re.sub(r"[\W_]+", "", shown.lower()) else shown)
+        return f" (a {', '.join(named)})"
 
     def _count(self, shown: int, total: int | None) -> str:
         """" (8 of 23 matches)" when the list was cut; nothing when everything found is shown."""
@@ -65,12 +85,30 @@ class SearchResult:
         return f" ({shown} of {total}{'+' if self.total_capped else ''} matches)"
 
 
-def _hit_line(h: NameHit, kg: KnowledgeGraph) -> str:
+def _hit_line(h: NameHit, kg: KnowledgeGraph, kind: str = "") -> str:
     desc = f" — {clip(h.description, 100)}" if h.description else ""
     via = f" [matched {h.field} {h.matched!r}]" if h.matched != h.label else ""
     # How often a property is used tells near-duplicates apart (hasHPvalue 4,030 uses, hasHPValue 2).
     uses = f" ({h.degree:,} uses)" if h.kind == "property" and h.degree else ""
-    return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{uses}{desc}{via}"
+    return f"  {kg.prefixes.compact(h.iri)} {h.label!r}{kind}{uses}{desc}{via}"
+
+
+def classes_of(kg: KnowledgeGraph, iris: Iterable[str], *, per_entity: int = 2) -> dict[str, list[str]]:
+    """Up to `per_entity` classes of each entity, by one short query (empty when it fails: a hint, not a fact)."""
+    wanted = [i for i in dict.fromkeys(iris) if _IRI_OK.match(i)]
+    if not wanted or not kg.vocab.types:
+        return {}
+    values = " ".join(f"<{i}>" for i in wanted)
+    query = f"SELECT ?s ?t WHERE {{ VALUES ?s {{ {values} }} ?s <{kg.vocab.types[0]}> ?t }} LIMIT {len(wanted) * 10}"
+    result = kg.endpoint.query(query, timeout_s=CLASS_SECONDS)
+    found: dict[str, list[str]] = {}
+    for row in result.table.rows if result.ok and result.table is not None else []:
+        # owl:NamedIndividual and the like say nothing about what a thing is.
+        if "s" in row and "t" in row and row["t"].kind == "uri" and not row["t"].value.startswith(_META):
+            got = found.setdefault(row["s"].value, [])
+            if len(got) < per_entity and row["t"].value not in got:
+                got.append(row["t"].value)
+    return found
 
 
 def search(
@@ -98,14 +136,19 @@ def search(
         for h in _abbreviated_properties(kg, text):
             if all(h.iri != p.iri for p in all_props):
                 all_props.append(h)
+    shown = all_ents[:entities]
+    classes = classes_of(kg, [h.iri for h in shown if h.kind == "entity"])
+    kinds = {c for cs in classes.values() for c in cs}
     return SearchResult(
         text,
-        all_ents[:entities],
+        shown,
         all_props[:properties],
         entity_total=len(all_ents),
         property_total=len(all_props),
         total_capped=len(hits) >= limit,
         note=str(kg.extra.get("search_note", "")),
+        classes=classes,
+        class_labels=kg.names.labels_of(kinds) if kinds else {},
     )
 
 
