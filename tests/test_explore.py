@@ -145,6 +145,7 @@ def test_full_run_on_the_demo_kg_reaches_the_gold_answer(
         "get_property_examples",
         "execute_sparql",
         "stop",
+        "give_up",
     ]
     # The answer prompt is grounded in the final result.
     assert "| 1911 |" in messages(scripted_llm, 6)[-1]["content"]

@@ -100,7 +100,7 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
         assert unused not in system
-    assert len(system) < 4700  # the ~90 declared prefixes alone were about 5 kB
+    assert len(system) < 4900  # the ~90 declared prefixes alone were about 5 kB
 
 
 def test_build_system_prompt_has_the_same_digest_and_prefixes_as_explore(
@@ -399,3 +399,34 @@ def test_synthesize_examples_indexes_only_the_pairs_that_run_and_return_rows(
     ctx.close()
     assert doc.title == "Which departments are there?" and doc.content.endswith(good.split("\n", 1)[1])
     assert doc.meta["keywords"] == ["synthetic"] and str(doc.meta["example_id"]).startswith("synthetic-")
+
+
+# ---------------------------------------------------------------- a graph that does not hold the answer
+
+
+@pytest.mark.data
+def test_explore_gives_up_when_the_graph_lacks_what_is_asked(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    # CK25 has no salaries: before give_up, a model could only answer with something nearby or run out of steps.
+    hoch = "prodi:empl-Heinrich.Hoch%40company.org"
+    answer = explore(
+        scripted_llm,
+        ck25,
+        "What is the salary of Heinrich Hoch?",
+        [
+            act("search", query="Heinrich Hoch"),
+            act("get_entity", id=hoch),
+            act("give_up", reason="Heinrich Hoch's page has no salary or pay property, and search finds none."),
+        ],
+        digests,
+        settings,
+    )
+    assert answer.status == "not_found" and answer.sparql is None and answer.results is None
+    assert answer.text == f"Not found in {ck25.name}: Heinrich Hoch's page has no salary or pay property, and search " \
+        "finds none."
+    assert len(scripted_llm.requests) == 3  # no answer writer: there is nothing to word
+    tools = [t["function"]["name"] for t in scripted_llm.requests[0]["tools"]]
+    assert tools[-2:] == ["stop", "give_up"]
+    assert "call `give_up` saying what is missing" in scripted_llm.requests[0]["messages"][0]["content"]
+    assert [str(e.data["message"]) for e in answer.trace.of_kind("info")][-1].startswith("gave up: Heinrich Hoch's")

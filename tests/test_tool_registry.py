@@ -103,10 +103,11 @@ def test_every_face_offers_the_registry_tools(
             assert face[name][0] == description, name
             assert [p for p in face[name][1] if p not in FACE_ARGUMENTS] == params, name
             assert set(face[name][1]) - set(params) == FACE_ARGUMENTS, name
-    assert list(sent) == [*CONTRACT, "stop"]
+    assert list(sent) == [*CONTRACT, "stop", "give_up"]
     for name in CONTRACT:
         assert sent[name] == registry[name], name
     assert sent["stop"][1] == ["step"]  # optional: stop(step=N) finishes with an earlier query (issue 14)
+    assert sent["give_up"][1] == ["reason"]  # the graph does not hold the answer: say what is missing
 
 
 def test_a_tool_gives_the_same_observation_through_every_face(

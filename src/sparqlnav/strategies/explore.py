@@ -70,9 +70,21 @@ def stop(
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
+def give_up(
+    kit: Toolkit,
+    reason: Annotated[
+        str, Field(description="what the question needs that the graph lacks, and what you checked to find out")
+    ],
+) -> Observation:
+    """Finish without an answer, when the graph does not hold what the question asks for (no property or value for
+    it on the things it names). Never answer with something nearby instead; but an answer you found and are unsure
+    of is given with stop() and a note, not with this."""
+    return Observation("gave up")  # never run: the strategy ends the run when the model calls it
+
+
 # What the agent offers the model; tool and argument names are a contract (docs/design.md).
 EXPLORE_TOOLS: Registry = TOOLKIT_TOOLS.only("search", "get_entity", "get_property_examples", "execute_sparql").plus(
-    tool(stop)
+    tool(stop), tool(give_up)
 )
 CHARS_PER_TOKEN = 4  # rough size estimate for compaction; servers report the real counts
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -221,6 +233,7 @@ class _Run:
         self.fired: Counter[str] = Counter()
         self.note: str | None = None  # told once to the model after a rollback
         self.chosen: int | None = None  # the step stop(step=N) named
+        self.gave_up: str | None = None  # the reason give_up() gave: the graph does not hold the answer
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
@@ -280,6 +293,9 @@ class _Run:
                 return False
         if ctx.finishing and not any(g.blocks for g in before):
             self.chosen = named if isinstance(named, int) else None
+            return True
+        if call is not None and call.name == "give_up" and call.parse_error is None and not any(g.blocks for g in before):
+            self.gave_up = " ".join(str(call.arguments.get("reason") or "").split()) or "no reason given"
             return True
         observation: Observation | None = None
         if not any(g.blocks for g in before):
@@ -464,6 +480,11 @@ class _Run:
         return next((s for s in reversed(self.state) if s.record and s.record.answered), None)
 
     def _conclude(self) -> Answer:
+        if self.gave_up is not None:
+            # Said as the model's finding, not as a fact: it is what its lookups showed, in its words.
+            self.trace.emit("info", message=f"gave up: {self.gave_up}")
+            text = f"Not found in {self.kg.name}: {self.gave_up}"
+            return self._answer("not_found", None, text, reason=self.gave_up)
         # Step numbers are positions in the kept state: a rollback only cuts its tail, so N is the step the model saw.
         best = self.state[self.chosen - 1] if self.chosen is not None else self._best()
         assert best is not None  # stop_without_results guarantees it
