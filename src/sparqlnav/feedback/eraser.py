@@ -524,10 +524,15 @@ def stop_answer_shape(ctx: StepContext, opts: FeedbackOptions) -> Details | None
 
 
 def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
-    """The query ran and matched nothing, and names graph-specific IRIs that no observation showed (rows confirm
-    the names exist, and a failed query has its own guideline: a warning then is noise)."""
+    """The query ran and matched nothing (no rows, or an ASK that is false), and names graph-specific IRIs that no
+    observation showed (rows confirm the names exist, and a failed query has its own guideline: a warning then is
+    noise). A false ASK over a misremembered identifier would otherwise be answered "No"."""
     r = ctx.result
-    if ctx.query is None or r is None or not (r.outcome is Outcome.EMPTY or (r.ok and r.table is not None and r.table.is_empty)):
+    nothing = r is not None and (
+        r.outcome is Outcome.EMPTY
+        or (r.ok and r.table is not None and (r.table.is_empty or r.table.boolean is False))
+    )
+    if ctx.query is None or not nothing:
         return None
     seen = ctx.memory.seen
     unseen = [
