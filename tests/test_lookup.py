@@ -70,6 +70,15 @@ def test_search_hits_say_what_kind_of_thing_they_are(ck25: KnowledgeGraph, demo:
 
 
 @pytest.mark.data
+def test_search_says_when_nothing_matches_closely(ck25: KnowledgeGraph) -> None:
+    # CK25 has no salaries: "salary" finds only look-alikes (Salinas-Kelly), and the observation says so.
+    text = search(ck25, "salary").to_text(ck25)
+    assert text.startswith("Entities matching 'salary'") and " — none close, the nearest:" in text.splitlines()[0]
+    assert "Salinas-Kelly" in text
+    assert "none close" not in search(ck25, "Hienrich Hock").to_text(ck25)  # a typo still matches closely
+
+
+@pytest.mark.data
 def test_properties_are_reported_separately(ck25: KnowledgeGraph) -> None:
     found = search(ck25, "manager")
     assert found.properties and found.properties[0].iri == "http://ld.company.org/prod-vocab/hasManager"

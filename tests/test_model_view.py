@@ -249,7 +249,7 @@ def test_small_results_are_shown_whole_and_longer_ones_state_the_cut(ck25: Knowl
     assert len(shown) == 19 and all(f"| {iri} (" in nineteen.text for iri in shown)
     assert nineteen.text.endswith("(19 rows.)") and "…" not in nineteen.text
     forty = kit.execute_sparql(employees % 40)
-    assert forty.text.endswith("(40 rows in total; the first 5 and last 5 are shown.)")
+    assert forty.text.endswith("(40 rows in total; the first 5 and last 5 are shown; a FILTER or LIMIT/OFFSET shows others.)")
     assert forty.text.count("| prodi:empl-") == 10
 
 

@@ -227,7 +227,7 @@ class ResultTable:
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
         total = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
         if cut:
-            total += f" in total; the first {head} and last {tail} are shown"
+            total += f" in total; the first {head} and last {tail} are shown; a FILTER or LIMIT/OFFSET shows others"
         if self.truncated:
             total += f"; the result was cut at a cap ({self.cap}), more rows exist"
         if clipped:

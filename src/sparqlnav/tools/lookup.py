@@ -57,9 +57,11 @@ class SearchResult:
 
     def to_text(self, kg: KnowledgeGraph) -> str:
         """Readable lines for a person or an LLM."""
-        lines = [f"Entities matching {self.query!r}{self._count(len(self.entities), self.entity_total)}:"]
+        lines = [f"Entities matching {self.query!r}{self._count(len(self.entities), self.entity_total)}"
+                 f"{_weak(self.entities)}:"]
         lines += [_hit_line(h, kg, self._class_note(h.iri, kg)) for h in self.entities] or ["  (none)"]
-        lines.append(f"Properties matching {self.query!r}{self._count(len(self.properties), self.property_total)}:")
+        lines.append(f"Properties matching {self.query!r}{self._count(len(self.properties), self.property_total)}"
+                     f"{_weak(self.properties)}:")
         lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
         if self.note:
             lines.append(f"Note: {self.note}")
@@ -83,6 +85,12 @@ class SearchResult:
         if total is None or total <= shown:
             return ""
         return f" ({shown} of {total}{'+' if self.total_capped else ''} matches)"
+
+
+def _weak(hits: list[NameHit]) -> str:
+    """" — none close, the nearest" when no hit matches well: look-alikes ("salary" → "Salinas-Kelly") are no
+    evidence that the graph holds the thing (relay models spent a step each time to find that out)."""
+    return " — none close, the nearest" if hits and max(h.score for h in hits) < STRONG_SCORE else ""
 
 
 def _hit_line(h: NameHit, kg: KnowledgeGraph, kind: str = "") -> str:
