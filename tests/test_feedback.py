@@ -256,6 +256,29 @@ def test_unbound_projection(tools: Toolkit, memory: Memory) -> None:
     assert fired(ran(tools, memory, DISCOVERERS_OF_OXYGEN), "after") == []
 
 
+def test_filter_alone_in_a_group(tools: Toolkit, memory: Memory) -> None:
+    # A relay model's trap: the first branch's FILTER sees no ?n, so it adds nothing, and the rows look plausible.
+    memory.note_text("wd:Q8 wdt:P61 wd:Q1010 wd:Q1011 rdfs:label")
+    trap = (
+        "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who . ?who rdfs:label ?n . "
+        '{ FILTER(CONTAINS(?n, "Priestley")) } UNION { FILTER(CONTAINS(?n, "Scheele")) } }'
+    )
+    ctx = ran(tools, memory, trap)
+    assert ctx.result is not None and ctx.result.ok and ctx.result.table is not None and ctx.result.table.is_empty
+    (g,) = [g for g in Feedback().check(ctx, "after") if g.id == "filter_alone"]
+    assert '{ FILTER ( CONTAINS ( ?n , "Priestley" ) ) }' in g.text and "joined with ||" in g.text
+    # FILTERs next to the patterns that bind their variables are what the guideline asks for: silence.
+    fixed = (
+        "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who . ?who rdfs:label ?n . "
+        'FILTER(CONTAINS(?n, "Priestley") || CONTAINS(?n, "Scheele")) }'
+    )
+    assert "filter_alone" not in fired(ran(tools, memory, fixed), "after")
+    absent = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who FILTER NOT EXISTS { ?who wdt:P31 wd:Q5 } }"
+    assert "filter_alone" not in fired(ran(tools, memory, absent), "after")
+    alone = "SELECT ?who WHERE { wd:Q8 wdt:P61 ?who { FILTER NOT EXISTS { ?who wdt:P31 wd:Q5 } } }"
+    assert "filter_alone" in fired(ran(tools, memory, alone), "after")
+
+
 def test_labels_only(tools: Toolkit, memory: Memory) -> None:
     labels = ran(tools, memory, "SELECT ?name WHERE { wd:Q8 wdt:P61 ?who . ?who rdfs:label ?name }")
     (g,) = Feedback().check(labels, "after")

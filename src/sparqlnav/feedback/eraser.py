@@ -561,6 +561,45 @@ def unbound_projection(ctx: StepContext, opts: FeedbackOptions) -> Details | Non
     return {"vars": ", ".join("?" + v for v in never)} if never else None
 
 
+def filter_alone(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """A group `{ FILTER(...) }` with no pattern of its own (a relay model wrote `{ FILTER(...) } UNION { ... }`
+    and got a plausible but silently short result)."""
+    if ctx.query is None or ctx.result is None:
+        return None
+    toks = tokens(ctx.query)
+    for i, t in enumerate(toks):
+        if t.kind == "other" and t.text == "{":
+            end = _filters_only(toks, i + 1)
+            if end is not None:
+                snippet = " ".join(x.text for x in toks[i:end + 1])
+                return {"group": _clip(snippet, 120)}
+    return None
+
+
+def _filters_only(toks: Sequence[SparqlToken], i: int) -> int | None:
+    """The index of the `}` closing a group that starts at `i` and holds one or more FILTERs and nothing else."""
+    seen = False
+    while i < len(toks) and toks[i].kind == "word" and toks[i].text.upper() == "FILTER":
+        i += 1
+        # FILTER(...), FILTER regex(...), FILTER NOT EXISTS { ... }: words, then one bracketed group.
+        while i < len(toks) and toks[i].kind in ("word", "pname"):
+            i += 1
+        if i >= len(toks) or toks[i].text not in "({":
+            return None
+        depth = 0
+        while i < len(toks):
+            if toks[i].kind == "other" and toks[i].text in "({[":
+                depth += 1
+            elif toks[i].kind == "other" and toks[i].text in ")}]":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        i += 1
+        seen = True
+    return i if seen and i < len(toks) and toks[i].kind == "other" and toks[i].text == "}" else None
+
+
 def labels_only(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """Every returned value is a literal, and those literals are names or labels."""
     r = _rows(ctx)
@@ -707,6 +746,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         stop_answer_shape,
         unseen_iri,
         unbound_projection,
+        filter_alone,
         labels_only,
         answer_shape,
     )
