@@ -173,6 +173,24 @@ def test_stop_with_the_step_as_a_string_ends_with_that_steps_query(
     assert "The query's author noted: Step 1 lists them all; no department is a subdepartment." in writer
 
 
+def test_a_stop_note_reaches_the_writer_instead_of_a_retrys_thought(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    # A relay model's retry thought ("That call was malformed …") reached the writer as the author's note.
+    answer = explore(
+        scripted_llm, ck25, "Which departments are there?",
+        [act("execute_sparql", query=DEPARTMENTS),
+         Reply(text="That call was malformed. Stop again.",
+               tool_calls=[Call("stop", {"note": "All six are listed; none is part of another."})]),
+         Reply(text="Six departments.")],
+        digests, settings,
+    )
+    assert answer.status == "answered" and len(answer.results or []) == 6
+    writer = scripted_llm.requests[-1]["messages"][-1]["content"]
+    assert "The query's author noted: All six are listed; none is part of another." in writer
+    assert "malformed" not in writer and feedback_ids(answer) == []  # `note` is a declared argument
+
+
 CHEAPEST = ("PREFIX prodi: <http://ld.company.org/prod-instances/>\n"
             "SELECT ?hw ?amount WHERE {{ ?hw pv:hasCategory prodi:prod-cat-Oscillator ; pv:price ?p . "
             "?p pv:amount ?amount }} ORDER BY ?amount LIMIT {n}")

@@ -113,13 +113,16 @@ def finish(
     error: str | None = None,
     reason: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    note: str | None = None,
 ) -> Answer:
-    """End an agent's run on its best query: the answer written from it (unless `text` is given), marked as not
-    confirmed when a budget ended the run (`reason`), recorded and returned."""
+    """End an agent's run on its best query: the answer written from it (unless `text` is given) with the agent's
+    `note` (else its last thought), marked as not confirmed when a budget ended the run (`reason`), recorded and
+    returned."""
     if text is None and sparql is not None and table is not None:
         # The agent's last thought (at stop) often names the reading it chose or a doubt: the writer may say it.
         thoughts = trace.of_kind("thought")
-        note = str(thoughts[-1].data.get("text", "")) if thoughts and status == "answered" else None
+        if note is None:
+            note = str(thoughts[-1].data.get("text", "")) if thoughts and status == "answered" else None
         text, failed = worded(chat, kg, trace, context, question, sparql, table, note)
         if failed is not None:
             status, error = "error", failed

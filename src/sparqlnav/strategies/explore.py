@@ -62,11 +62,15 @@ def stop(
         int | None,
         Field(description="the [step N] of an earlier execute_sparql whose rows answer the question; omit for the last query"),
     ] = None,
+    note: Annotated[
+        str | None,
+        Field(description="for the answer writer: the reading of the question you chose, ties or cases the rows hide"),
+    ] = None,
 ) -> Observation:
     """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
-    returned the answer. The text you write alongside this call reaches the answer writer as a note: say there the
-    reading of the question you chose, ties or cases the rows hide (not step numbers), and only what an observation
-    showed you."""
+    returned the answer. `note` (or, without it, the text you write alongside this call) reaches the answer writer:
+    say there the reading of the question you chose, ties or cases the rows hide (not step numbers), and only what
+    an observation showed you."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
@@ -234,6 +238,7 @@ class _Run:
         self.note: str | None = None  # told once to the model after a rollback
         self.chosen: int | None = None  # the step stop(step=N) named
         self.gave_up: str | None = None  # the reason give_up() gave: the graph does not hold the answer
+        self.stop_note: str | None = None  # stop(note=…) for the answer writer (else its last thought)
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
@@ -293,6 +298,9 @@ class _Run:
                 return False
         if ctx.finishing and not any(g.blocks for g in before):
             self.chosen = named if isinstance(named, int) else None
+            said = call.arguments.get("note") if call is not None else None
+            # A note given as such is the note; a retry's thought ("that call was malformed …") is not.
+            self.stop_note = said.strip() if isinstance(said, str) and said.strip() else None
             return True
         if call is not None and call.name == "give_up" and call.parse_error is None and not any(g.blocks for g in before):
             self.gave_up = " ".join(str(call.arguments.get("reason") or "").split()) or "no reason given"
@@ -488,7 +496,7 @@ class _Run:
         # Step numbers are positions in the kept state: a rollback only cuts its tail, so N is the step the model saw.
         best = self.state[self.chosen - 1] if self.chosen is not None else self._best()
         assert best is not None  # stop_without_results guarantees it
-        return self._answer("answered", best, None)
+        return self._answer("answered", best, None, note=self.stop_note)
 
     def _exhausted(self, why: str) -> Answer:
         self.trace.emit("info", message=f"stopped: {why}")
@@ -506,6 +514,7 @@ class _Run:
         *,
         error: str | None = None,
         reason: str | None = None,
+        note: str | None = None,
     ) -> Answer:
         table = best.record.result.table if best and best.record and best.record.result else None
         return finish(
@@ -521,6 +530,7 @@ class _Run:
             text=text,
             error=error,
             reason=reason,
+            note=note,
             extra={
                 "actions": len(self.state),
                 "actions_total": self.total,
