@@ -4,6 +4,7 @@ validator) and explore, the real LLM client over HTTP against the scripted OpenA
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer, run_question
+from sparqlnav.context import RunContext
 from sparqlnav.evaluation.datasets import Question, load_dataset
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.graph.kg import KnowledgeGraph
@@ -146,6 +148,26 @@ def test_an_empty_retrieve_query_escalates_to_explore_which_gets_it_and_answers(
     assert answer.usage.llm_calls == scripted_llm.served == 6
     assert answer.usage.input_tokens == 200 + 3000 + 3100 + 5000 + 6000 + 700
     assert answer.usage.output_tokens == 20 + 100 + 100 + 80 + 10 + 15
+
+
+def test_the_stages_share_one_llm_time_budget(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, ck25_retrieval: dict[str, Any], settings: Settings,
+    ck25_questions: list[Question],
+) -> None:
+    # A cascade once gave every stage the whole budget: a question could take three. Here nothing is left of it
+    # (a deadline already past), so no stage may send a request: lexical answers nothing sure, the others stop.
+    hard = question(ck25_questions, 31)
+    past = RunContext(deadline=time.monotonic() - 1.0)
+    assert past.seconds_left(300.0) == 0.0 and RunContext().seconds_left(300.0) == 300.0
+    assert RunContext(deadline=time.monotonic() + 1e9).seconds_left(300.0) == 300.0
+    with cascade(scripted_llm, ck25_retrieval, settings) as strategy:
+        answer = run_question(strategy, hard.question, ck25, Trace(), past)
+    assert scripted_llm.requests == []
+    assert answer.extra["path"] == ["lexical", "retrieve", "explore"] and answer.status == "budget_exhausted"
+    assert "LLM time budget used up" in answer.text
+    # Auto sets the deadline from the LLM budget when the caller gave none.
+    built = make_strategy("auto", config(scripted_llm), settings=settings)
+    assert isinstance(built, auto.Auto) and built.budget_s == config(scripted_llm).budget_s
 
 
 def test_a_doubting_model_sends_the_question_on_to_explore(

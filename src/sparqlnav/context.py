@@ -4,6 +4,7 @@ from the last query and an escalation does not start blind."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -95,6 +96,9 @@ class RunContext:
     history: tuple[Turn, ...] = ()
     handover: Handover | None = None
     notes: tuple[str, ...] = field(default=())  # e.g. "the user edited the last query"
+    # time.monotonic() by which the question's LLM use must end, across the stages of a cascade (None: each
+    # strategy's own budget).
+    deadline: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.history or self.handover or self.notes)
@@ -128,6 +132,13 @@ class RunContext:
                 break
             kept.append(turn)
         return replace(self, history=tuple(reversed(kept)))
+
+    def seconds_left(self, budget_s: float | None) -> float | None:
+        """A strategy's LLM seconds: its own budget, cut to what is left before the deadline."""
+        if self.deadline is None:
+            return budget_s
+        left = max(0.0, self.deadline - time.monotonic())
+        return left if budget_s is None else min(budget_s, left)
 
     def handed_over(self, handover: Handover) -> RunContext:
         """The same context with a handover from an earlier stage."""

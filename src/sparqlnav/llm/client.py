@@ -977,9 +977,10 @@ class LLMClient:
         cfg = self.config
         return _Reporter(record, purpose, cfg.model, priced=cfg.price() is not None)
 
-    def question_budget(self) -> Budget:
-        """A fresh budget of the configured wall-clock seconds, for one question's calls."""
-        return Budget(max_seconds=self.config.budget_s, clock=self._clock)
+    def question_budget(self, seconds: float | None = None) -> Budget:
+        """A fresh budget for one question's calls: `seconds` when given (what a cascade leaves), else the
+        configured wall-clock seconds."""
+        return Budget(max_seconds=self.config.budget_s if seconds is None else seconds, clock=self._clock)
 
     def _check_budget(self, budget: Budget | None) -> None:
         if budget is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,13 +110,17 @@ class Auto:
     explore: Strategy
     retrieve: retrieve_module.Retrieve | None = None
     options: CascadeSettings = field(default_factory=CascadeSettings)
+    budget_s: float | None = None  # the question's LLM seconds, shared by every stage (None: each stage its own)
     name: str = "auto"
 
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
         """Answer with the cheapest stage whose answer the evidence does not contradict."""
-        context = context or EMPTY
+        context = context if context is not None else EMPTY
+        if self.budget_s is not None and context.deadline is None:
+            # One LLM time budget for the question, not one per stage: a stage gets what the earlier ones left.
+            context = dataclasses.replace(context, deadline=time.monotonic() + self.budget_s)
         intent = analyse(tokenize(question))
         stages: list[Stage] = []
         if context.history:
@@ -252,6 +257,7 @@ def create(
         explore=explore or explore_module.create(llm, settings=settings),
         retrieve=retrieve,
         options=settings.cascade,
+        budget_s=llm.budget_s,
     )
 
 

@@ -188,7 +188,7 @@ class Explore:
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
         """Answer one question (after the earlier turns and handover in `context`, if any)."""
-        return _Run(self, question, kg, trace, context or EMPTY).go()
+        return _Run(self, question, kg, trace, context if context is not None else EMPTY).go()
 
     def clients(self) -> tuple[LLMClient, LLMClient]:
         """The policy client (sampling as configured here) and the helper client (pruning, answers).
@@ -240,7 +240,8 @@ class _Run:
         self.gave_up: str | None = None  # the reason give_up() gave: the graph does not hold the answer
         self.stop_note: str | None = None  # stop(note=…) for the answer writer (else its last thought)
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
-        self.budget = Budget(max_seconds=seconds)  # per run, passed to every call
+        # Per run, passed to every call; a cascade's stages share the question's time.
+        self.budget = Budget(max_seconds=context.seconds_left(seconds))
         self.record = trace_recorder(trace)  # the clients are shared: each call says whose trace it is
         self.policy, self.helper = agent.clients()
         self.system = self._system_prompt()

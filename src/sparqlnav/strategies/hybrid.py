@@ -187,7 +187,7 @@ class Hybrid:
 
     def run(self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None) -> Answer:
         """Answer one question from the KG, the documents and checked claims."""
-        run = _Run(self, question, kg, trace, context or EMPTY)
+        run = _Run(self, question, kg, trace, context if context is not None else EMPTY)
         try:
             return run.go()
         finally:
@@ -217,7 +217,7 @@ class _Run:
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
         self.record = trace_recorder(self.trace)
-        self.budget = self.client.question_budget()
+        self.budget = self.client.question_budget(self.context.seconds_left(self.strategy.llm.budget_s))
 
     def close(self) -> None:
         self.client.close()

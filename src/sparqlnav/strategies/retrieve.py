@@ -211,7 +211,7 @@ class Retrieve:
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
         """Answer one question (after the earlier turns and handover in `context`, if any)."""
-        run = _Run(self, question, kg, trace, context or EMPTY)
+        run = _Run(self, question, kg, trace, context if context is not None else EMPTY)
         try:
             return run.go()
         finally:
@@ -240,7 +240,8 @@ class _Run:
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
         self.record = trace_recorder(self.trace)  # the client reports each request it sends
-        self.budget = self.client.question_budget()  # the question's LLM time, retries included
+        # The question's LLM time, retries included (what is left of it when a cascade ran stages before).
+        self.budget = self.client.question_budget(self.context.seconds_left(self.strategy.llm.budget_s))
         self.options = self.strategy.options
 
     def close(self) -> None:

@@ -115,7 +115,7 @@ class Build:
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
         """Answer one question (after the earlier turns and handover in `context`, if any)."""
-        return _Run(self, question, kg, trace, context or EMPTY).go()
+        return _Run(self, question, kg, trace, context if context is not None else EMPTY).go()
 
     def client(self) -> LLMClient:
         """The LLM client, made once and shared by all runs."""
@@ -174,6 +174,7 @@ class _Run:
         self.steps: list[BuildStep] = []
         self.fired: Counter[str] = Counter()
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
+        seconds = context.seconds_left(seconds)  # a cascade's stages share the question's time
         self.budget = Budget(max_calls=self.o.max_calls, max_tokens=self.o.max_tokens, max_seconds=seconds)
         self.record = trace_recorder(trace)
         self.llm = agent.client()
