@@ -528,11 +528,7 @@ def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     observation showed (rows confirm the names exist, and a failed query has its own guideline: a warning then is
     noise). A false ASK over a misremembered identifier would otherwise be answered "No"."""
     r = ctx.result
-    nothing = r is not None and (
-        r.outcome is Outcome.EMPTY
-        or (r.ok and r.table is not None and (r.table.is_empty or r.table.boolean is False))
-    )
-    if ctx.query is None or not nothing:
+    if ctx.query is None or r is None or not (_no_rows(r) or (r.ok and r.table is not None and r.table.boolean is False)):
         return None
     seen = ctx.memory.seen
     unseen = [
@@ -660,12 +656,15 @@ def empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     r = ctx.result
     if r is None:
         return None
-    empty = r.outcome is Outcome.EMPTY or (
-        r.outcome is Outcome.OK and r.table is not None and r.table.is_empty
-    )
+    empty = _no_rows(r)
     # A query that asks for an absence (NOT EXISTS, MINUS) is often run to see nothing: relay models checking
     # "no Encoder lacks a category" got the whole how-to-debug text three times per question.
     return {} if empty and not (ctx.query and _asks_for_absence(ctx.query)) else None
+
+
+def _no_rows(r: QueryResult) -> bool:
+    """The query ran and matched no rows (a false ASK is an answer, not this)."""
+    return r.outcome is Outcome.EMPTY or (r.outcome is Outcome.OK and r.table is not None and r.table.is_empty)
 
 
 def _asks_for_absence(query: str) -> bool:

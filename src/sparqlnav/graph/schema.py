@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 import pyoxigraph as ox
 
-from sparqlnav.sparql.prefixes import PrefixMap
+from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -28,6 +28,8 @@ VOID_EXT = ("http://ldf.fi/void-ext#", "http://purl.org/query/voidext#")
 SD = "http://www.w3.org/ns/sparql-service-description#"
 SH = "http://www.w3.org/ns/shacl#"
 SCHEMA_JSON_VERSION = 1
+# Classes describing the vocabulary or the dataset itself, not the data a question is about.
+META_NAMESPACES = (WELL_KNOWN["rdf"], WELL_KNOWN["rdfs"], WELL_KNOWN["owl"], VOID, SH, SD)
 
 
 class QueryRunner(Protocol):

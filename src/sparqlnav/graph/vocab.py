@@ -89,6 +89,11 @@ class Vocabulary:
     wikibase: Wikibase | None = None
     languages: tuple[str, ...] = field(default=("en", ""))
 
+    @property
+    def type_predicate(self) -> str:
+        """The predicate a query types things with (P31 on Wikibase graphs, else rdf:type)."""
+        return self.types[0] if self.types else RDF_TYPE
+
     @classmethod
     def for_wikibase(cls, wb: Wikibase) -> Vocabulary:
         """A Wikibase graph: labels, aliases and descriptions as Wikidata has them, P31 as the type."""

@@ -11,12 +11,11 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.schema import Schema
+from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.llm.client import LLMClient, LLMConfig, Message, Recorder
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.sparql.check import validate
 from sparqlnav.sparql.prefixes import declare_prefixes
-from sparqlnav.tools.digest import META_NAMESPACES
 
 SYSTEM = """You write example questions with the SPARQL queries that answer them, for a knowledge graph whose
 schema is below (each class with its predicates and what their values are). Write varied, realistic questions a

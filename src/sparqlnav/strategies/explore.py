@@ -297,17 +297,19 @@ class _Run:
             if g.id in ("repeated_action", "stop_without_results"):
                 self._rollback(g, n, keep=self._restart_point(g, call))
                 return False
-        if ctx.finishing and not any(g.blocks for g in before):
+        blocked = any(g.blocks for g in before)
+        if ctx.finishing and not blocked:
+            assert call is not None  # finishing is a stop call
             self.chosen = named if isinstance(named, int) else None
-            said = call.arguments.get("note") if call is not None else None
+            said = call.arguments.get("note")
             # A note given as such is the note; a retry's thought ("that call was malformed …") is not.
             self.stop_note = said.strip() if isinstance(said, str) and said.strip() else None
             return True
-        if call is not None and call.name == "give_up" and call.parse_error is None and not any(g.blocks for g in before):
+        if call is not None and call.name == "give_up" and call.parse_error is None and not blocked:
             self.gave_up = " ".join(str(call.arguments.get("reason") or "").split()) or "no reason given"
             return True
         observation: Observation | None = None
-        if not any(g.blocks for g in before):
+        if not blocked:
             assert call is not None
             observation = self._run_tool(call, ctx.query)
             ctx.observation = observation

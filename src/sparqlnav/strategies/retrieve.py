@@ -23,7 +23,7 @@ from sparqlnav.feedback.eraser import Guideline, Memory, StepContext, render_gui
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
-from sparqlnav.graph.schema import Schema
+from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.llm.client import (
     Budget,
     LLMClient,
@@ -53,7 +53,7 @@ from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
-from sparqlnav.tools.digest import META_NAMESPACES, Digests, annotated_shape
+from sparqlnav.tools.digest import Digests, annotated_shape
 from sparqlnav.tools.toolkit import Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 

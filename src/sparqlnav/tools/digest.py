@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, show_term
-from sparqlnav.graph.schema import RDF_TYPE, Schema, compute_schema, namespace_of, read_void
+from sparqlnav.graph.schema import META_NAMESPACES, Schema, compute_schema, namespace_of, read_void
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 
@@ -27,15 +27,6 @@ if TYPE_CHECKING:
 
 CHARS_PER_TOKEN = 4
 ALWAYS = ("rdf", "rdfs", "xsd", "owl")  # prefixes every prompt keeps
-# Classes describing the vocabulary or the dataset itself, not the data a question is about.
-META_NAMESPACES = (
-    WELL_KNOWN["rdf"],
-    WELL_KNOWN["rdfs"],
-    WELL_KNOWN["owl"],
-    WELL_KNOWN["void"],
-    WELL_KNOWN["sh"],
-    "http://www.w3.org/ns/sparql-service-description#",
-)
 _NAME_LIKE = re.compile(r"(^|[^a-z])(name|title|label)s?$", re.I)
 
 
@@ -124,7 +115,7 @@ class Digests:
         with self._lock:
             if key in self._samples:
                 return self._samples[key]
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         query = (
             f"SELECT ?p ?o WHERE {{ {{ SELECT ?s WHERE {{ ?s <{typing}> <{class_iri}> }} LIMIT 50 }} ?s ?p ?o }} "
             "LIMIT 2000"
@@ -148,7 +139,7 @@ class Digests:
         from sparqlnav.retrieval.index import EndpointRunner, SchemaUnavailable
 
         runner = EndpointRunner(kg.endpoint, timeout_s=self.options.query_seconds)
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         triples = kg.extra.get("triples")
         try:
             if isinstance(triples, int) and triples <= self.options.profile_triples:
@@ -177,7 +168,7 @@ class Digests:
         untyped = self._untyped_subclasses(kg, schema, classes[:12]) if small else set()
         unknown = self._unknown_ranges(kg, schema, classes[:12], pmap) if small else {}
         both_ways = self._both_ways(kg, schema, classes[:12]) if small else set()
-        few = self._few_values(kg, schema, classes[:12], pmap) if small else {}
+        few = self._few_values(kg, schema, classes[:12]) if small else {}
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
                              unknown=unknown, both_ways=both_ways, few=few)
         return Digest(text, prefixes, invented, labelled, names, source)
@@ -187,7 +178,7 @@ class Digests:
     ) -> dict[tuple[str, str], str]:
         """For properties whose values the schema does not type, one real value ("IRI, e.g. dbpedia:France"): a
         `?` hid from a relay model that CK25's pv:country points at DBpedia IRIs."""
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         found: dict[tuple[str, str], str] = {}
         for c in classes:
             info = schema.classes.get(c)
@@ -204,12 +195,10 @@ class Digests:
                     found[(c, p.iri)] = f"{kind}, e.g. {shown}"
         return found
 
-    def _few_values(
-        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
-    ) -> dict[tuple[str, str], str]:
+    def _few_values(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> dict[tuple[str, str], str]:
         """Literal properties with at most `few_values` distinct values over a class of many instances (CK25's
         pv:currency is always "EUR"): relay models spent a query per "cheapest" question finding that out."""
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         cap = self.options.few_values
         found: dict[tuple[str, str], str] = {}
         for c in classes:
@@ -244,7 +233,7 @@ class Digests:
 
     def _untyped_subclasses(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
         """Main classes whose instances do not also carry their superclass's type (no inference in the data)."""
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         found: set[str] = set()
         for c in classes:
             supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)][:1]
@@ -258,7 +247,7 @@ class Digests:
 
     def _instance_namespaces(self, kg: KnowledgeGraph, classes: Iterable[str]) -> list[str]:
         """Namespaces of a sample instance of each class (entity IRIs need their prefix too)."""
-        typing = kg.vocab.types[0] if kg.vocab.types else RDF_TYPE
+        typing = kg.vocab.type_predicate
         values = " ".join(f"<{c}>" for c in classes)
         if not values:
             return []

@@ -13,12 +13,11 @@ from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import STRONG_SCORE, NameHit
 from sparqlnav.graph.results import Term, clip, show_term
+from sparqlnav.graph.schema import META_NAMESPACES
 
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
 EDGE_LIMIT = 2000
-_META = ("http://www.w3.org/2002/07/owl#", "http://www.w3.org/2000/01/rdf-schema#",
-         "http://www.w3.org/1999/02/22-rdf-syntax-ns#")
 CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: skipped when slow)
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
@@ -104,15 +103,15 @@ def _hit_line(h: NameHit, kg: KnowledgeGraph, kind: str = "") -> str:
 def classes_of(kg: KnowledgeGraph, iris: Iterable[str], *, per_entity: int = 2) -> dict[str, list[str]]:
     """Up to `per_entity` classes of each entity, by one short query (empty when it fails: a hint, not a fact)."""
     wanted = [i for i in dict.fromkeys(iris) if _IRI_OK.match(i)]
-    if not wanted or not kg.vocab.types:
+    if not wanted:
         return {}
     values = " ".join(f"<{i}>" for i in wanted)
-    query = f"SELECT ?s ?t WHERE {{ VALUES ?s {{ {values} }} ?s <{kg.vocab.types[0]}> ?t }} LIMIT {len(wanted) * 10}"
+    query = f"SELECT ?s ?t WHERE {{ VALUES ?s {{ {values} }} ?s <{kg.vocab.type_predicate}> ?t }} LIMIT {len(wanted) * 10}"
     result = kg.endpoint.query(query, timeout_s=CLASS_SECONDS)
     found: dict[str, list[str]] = {}
     for row in result.table.rows if result.ok and result.table is not None else []:
         # owl:NamedIndividual and the like say nothing about what a thing is.
-        if "s" in row and "t" in row and row["t"].kind == "uri" and not row["t"].value.startswith(_META):
+        if "s" in row and "t" in row and row["t"].kind == "uri" and not row["t"].value.startswith(META_NAMESPACES):
             got = found.setdefault(row["s"].value, [])
             if len(got) < per_entity and row["t"].value not in got:
                 got.append(row["t"].value)
