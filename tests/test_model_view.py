@@ -27,7 +27,7 @@ from sparqlnav.strategies.build import create as create_build
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.tools.digest import Digests, annotated_shape
-from sparqlnav.tools.lookup import EntityPage, SearchResult
+from sparqlnav.tools.lookup import Edge, EntityPage, SearchResult, Value
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -236,7 +236,9 @@ def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: K
     direct = ck25.endpoint.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?p <{PV}hasCategory> <{PRODI}prod-cat-Sensor> }}")
     assert direct.table is not None
     assert incoming[PV + "hasCategory"] == int(direct.table.rows[0]["n"].value) == 89
-    assert "← pv:hasCategory (has category) ×89, e.g. prodi:hw-" in sensor.text
+    # A property's label is left out when it only spells its name ("has category"); one value shares its line.
+    assert "← pv:hasCategory ×89, e.g. prodi:hw-" in sensor.text
+    assert "\n  pv:name: Sensor\n" in sensor.text
     # The subject with most values of one property: the cut names the property and both numbers.
     rows = ck25.endpoint.query(
         f"SELECT ?s ?p (COUNT(?x) AS ?n) WHERE {{ ?s ?p ?x FILTER(STRSTARTS(STR(?p), '{PV}')) }} "
@@ -249,10 +251,27 @@ def test_entity_page_shows_incoming_properties_and_states_its_truncation(ck25: K
     assert f"(showing 20 of {n} values of {ck25.prefixes.compact(prop)})" in page.text
     # pv:Price has 1009 instances: the incoming rdf:type edges are counted over the first 1000, and it says so.
     price = kit.get_entity("pv:Price")
-    assert "← rdf:type (type) ×997" in price.text and "← rdfs:domain (domain) ×2" in price.text
+    assert "← rdf:type ×997" in price.text and "← rdfs:domain ×2" in price.text
     assert "(counted over the first 1000 incoming edges; there are more)" in price.text
     # Search says how many it found when it shows fewer.
     assert "Entities matching 'sensor' (8 of " in kit.search("sensor").text
+
+
+def test_a_property_label_is_shown_only_when_it_says_more_than_the_name(ck25: KnowledgeGraph) -> None:
+    wdt = "http://www.wikidata.org/prop/direct/"
+    page = EntityPage(
+        iri=PRODI + "x",
+        label="X",
+        description=None,
+        edges=[
+            Edge(wdt + "P31", "instance of", [Value(Term("uri", PV + "Hardware"), None)]),
+            Edge(PV + "hasSupplier", "supplier", [Value(Term("uri", PRODI + "s1"), None),
+                                                   Value(Term("uri", PRODI + "s2"), None)]),
+        ],
+    )
+    text = page.to_text(ck25)
+    assert f"<{wdt}P31> (instance of): pv:Hardware" in text
+    assert "\n  pv:hasSupplier:\n    prodi:s1\n    prodi:s2" in text
 
 
 # ---------------------------------------------------------------- results shown whole; search by a property's parts
@@ -446,5 +465,5 @@ def test_explore_gives_up_when_the_graph_lacks_what_is_asked(
     assert len(scripted_llm.requests) == 3  # no answer writer: there is nothing to word
     tools = [t["function"]["name"] for t in scripted_llm.requests[0]["tools"]]
     assert tools[-2:] == ["stop", "give_up"]
-    assert "call `give_up` saying what is missing" in scripted_llm.requests[0]["messages"][0]["content"]
+    assert "call `give_up` with\n  what is missing" in scripted_llm.requests[0]["messages"][0]["content"]
     assert [str(e.data["message"]) for e in answer.trace.of_kind("info")][-1].startswith("gave up: Heinrich Hoch's")

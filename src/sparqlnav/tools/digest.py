@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 4
 ALWAYS = ("rdf", "rdfs", "xsd", "owl")  # prefixes every prompt keeps
 _NAME_LIKE = re.compile(r"(^|[^a-z])(name|title|label)s?$", re.I)
+_PLAIN_LITERAL = re.compile(r"(\S+) → (xsd:\w+)")  # a property part with a bare datatype range
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ class Digests:
         few = self._few_values(kg, schema, classes[:12]) if small else {}
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
                              unknown=unknown, both_ways=both_ways, few=few)
-        return Digest(text, prefixes, invented, labelled, names, source)
+        return Digest(text, shown_prefixes(prefixes, text, instance_ns, invented), invented, labelled, names, source)
 
     def _unknown_ranges(
         self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
@@ -314,6 +315,23 @@ def relevant_prefixes(known: PrefixMap, namespaces: Iterable[str], invented: Map
     return dict(sorted(out.items()))
 
 
+def shown_prefixes(
+    prefixes: Mapping[str, str], text: str, instance_ns: Iterable[str], invented: Mapping[str, str]
+) -> dict[str, str]:
+    """Of the data's prefixes, those a prompt lists: rdf/rdfs/xsd/owl, those the digest text uses, those of entity
+    IRIs and the invented ones (CK25's data also uses creativecommons:, vann: and void: in its header, which no
+    question needs, and the list is resent on every step)."""
+    entities = list(instance_ns)
+    return {
+        p: ns
+        for p, ns in prefixes.items()
+        if p in ALWAYS
+        or p in invented
+        or any(u.startswith(ns) for u in entities)
+        or re.search(rf"(?<![\w.-]){re.escape(p)}:", text)
+    }
+
+
 def render_digest(
     schema: Schema,
     prefixes: PrefixMap,
@@ -393,12 +411,30 @@ class _ClassRow:
     ) -> str:
         """The class's lines, without the parts said once for all classes."""
         skip = set(common)
-        body = "; ".join(p for p in self.parts if p not in skip) + self.tail
+        body = "; ".join(_grouped(p for p in self.parts if p not in skip)) + self.tail
         text = f"{self.head}: {body.removeprefix('; ')}" if body else self.head
         edges = list(into)
         if edges and prefixes is not None:
             text += "\n  ← " + "; ".join(f"{prefixes.compact(p)} from {prefixes.compact(s)}" for _n, p, s in edges)
         return text
+
+
+def _grouped(parts: Iterable[str]) -> list[str]:
+    """Properties with the same plain datatype said once, where the first of them stood: `pv:id, pv:name →
+    xsd:string` (the digest is resent on every step; CK25 spelled `→ xsd:string` twenty times)."""
+    out: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for part in parts:
+        plain = _PLAIN_LITERAL.fullmatch(part)
+        if plain is None:
+            out.append(part)
+            continue
+        name, datatype = plain.groups()
+        if datatype not in groups:
+            groups[datatype] = []
+            out.append(datatype)  # a placeholder, filled below
+        groups[datatype].append(name)
+    return [f"{', '.join(groups[p])} → {p}" if p in groups else p for p in out]
 
 
 def _class_row(

@@ -14,6 +14,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import STRONG_SCORE, NameHit
 from sparqlnav.graph.results import Term, clip, show_term
 from sparqlnav.graph.schema import META_NAMESPACES
+from sparqlnav.graph.vocab import local_name
 
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
@@ -330,12 +331,17 @@ class EntityPage:
         head = p.compact(self.iri) + (f" ({self.label})" if self.label else "")
         lines = [head + (f": {self.description}" if self.description else "")]
         for e in self.edges:
-            lines.append(f"  {p.compact(e.property)}" + (f" ({e.label})" if e.label else "") + ":")
-            for v in e.values[:max_values]:
-                lines.append(
-                    "    "
-                    + clip(show_term(v.term, p, {v.term.value: v.label} if v.label else None), 200)
-                )
+            name = f"  {p.compact(e.property)}{_label_part(e.property, e.label)}:"
+            shown = [
+                clip(show_term(v.term, p, {v.term.value: v.label} if v.label else None), 200)
+                for v in e.values[:max_values]
+            ]
+            if len(e.values) == 1 and not e.values[0].qualifiers:
+                lines.append(f"{name} {shown[0]}")  # one value on its property's line: pages are resent each step
+                continue
+            lines.append(name)
+            for v, text in zip(e.values[:max_values], shown, strict=True):
+                lines.append("    " + text)
                 for q in v.qualifiers:
                     ql = f" ({q.property_label})" if q.property_label else ""
                     qv = show_term(
@@ -352,11 +358,23 @@ class EntityPage:
             lines.append("  incoming (subject → property → this entity):")
             for i in self.incoming:
                 ex = ", ".join(show_term(t, p) for t in i.examples)
-                name = p.compact(i.property) + (f" ({i.label})" if i.label else "")
+                name = p.compact(i.property) + _label_part(i.property, i.label)
                 lines.append(f"    ← {name} ×{i.count}" + (f", e.g. {ex}" if ex else ""))
             if self.incoming_truncated:
                 lines.append(f"    (counted over the first {INCOMING_LIMIT} incoming edges; there are more)")
         return "\n".join(lines)
+
+
+def _label_part(iri: str, label: str | None) -> str:
+    """` (label)` when the label says more than the property's own name (`wdt:P31 (instance of)`); nothing for
+    `pv:hasCategory (has category)`."""
+    if not label:
+        return ""
+    return "" if _squeeze(label) in _squeeze(local_name(iri)) else f" ({label})"
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
 
 
 def _run(kg: KnowledgeGraph, sparql: str) -> tuple[list[dict[str, Term]], bool]:
