@@ -334,6 +334,20 @@ def test_bestiary_digest_keeps_incoming_edges_only_where_no_range_shows_them(
     assert text.splitlines()[0].endswith("`←` which properties of other classes point at the class:")
 
 
+def test_bestiary_digest_says_a_property_spelled_two_ways_once_with_its_variant(
+    bestiary: KnowledgeGraph, digests: Digests
+) -> None:
+    onto = "http://www.semanticweb.org/annab/ontologies/2022/3/ontology#"
+    beast = next(line for line in digests.get(bestiary).text.splitlines() if line.startswith("- ontology:Beast "))
+    uses = bestiary.endpoint.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?b a <{onto}Beast> ; <{onto}hasHPValue> ?v }}")
+    assert uses.table is not None
+    n = int(uses.table.rows[0]["n"].value)
+    assert 0 < n < 10
+    # The most used spelling carries the other with its uses; the other is not listed on its own.
+    assert f"ontology:hasHPvalue → xsd:integer (also spelled ontology:hasHPValue, {n} uses)" in beast
+    assert beast.count("ontology:hasHPValue") == 1 and beast.count("ontology:hasACvalue") == 1
+
+
 def test_search_reaches_properties_named_by_a_words_start_or_initials(bestiary: KnowledgeGraph) -> None:
     # A relay model searched "initiative" and "hit points" and found nothing: the names are hasInitValue, hasHPvalue.
     onto = "http://www.semanticweb.org/annab/ontologies/2022/3/ontology#"

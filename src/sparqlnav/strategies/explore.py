@@ -68,9 +68,9 @@ def stop(
     ] = None,
 ) -> Observation:
     """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
-    returned the answer. `note` (or, without it, the text you write alongside this call) reaches the answer writer:
-    say there the reading of the question you chose, ties or cases the rows hide (not step numbers), and only what
-    an observation showed you."""
+    returned the answer. The answer writer reads `note`, or without one the text you write alongside this call (word
+    it for the writer then): the reading of the question you chose, ties or cases the rows hide, never step numbers,
+    and only what an observation showed you."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, show_term
-from sparqlnav.graph.schema import META_NAMESPACES, Schema, compute_schema, namespace_of, read_void
+from sparqlnav.graph.schema import (
+    META_NAMESPACES,
+    PredicateInfo,
+    Schema,
+    compute_schema,
+    namespace_of,
+    read_void,
+)
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 
@@ -449,6 +456,7 @@ def _class_row(
 ) -> _ClassRow:
     info = schema.classes[c]
     preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
+    preds, spelled = _case_variants(preds, prefixes)
     parts, ranges = [], []
     for p in preds[: options.properties_per_class]:
         objects = p.ranked_objects()[:2]
@@ -456,7 +464,8 @@ def _class_row(
         rng = " | ".join(prefixes.compact(o) for o in objects) or unknown.get((c, p.iri), "?")
         if (c, p.iri) in few:
             rng += f" ({few[(c, p.iri)]})"
-        parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else ""))
+        parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else "")
+                     + spelled.get(p.iri, ""))
     more = len(preds) - options.properties_per_class
     # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
     # superclass: saying so spares a model the step that finds it out.
@@ -465,12 +474,34 @@ def _class_row(
     if supers and c in untyped:
         kind += f", not typed {prefixes.compact(supers[0])} too"
     # Past the first properties, their names alone (BESTIARY's str, dex, hasSpeedValue … cost a search each).
-    rest = [prefixes.compact(p.iri) for p in preds[options.properties_per_class:][:options.names_per_class]]
+    rest = [prefixes.compact(p.iri) + spelled.get(p.iri, "")
+            for p in preds[options.properties_per_class:][:options.names_per_class]]
     tail = f"; also {', '.join(rest)}" if rest else ""
     more -= len(rest)
     tail += f"; …+{more}" if more > 0 else ""
     head = f"- {prefixes.compact(c)} ({info.instances or 0}{kind})"
     return _ClassRow(c, head, tuple(parts), tuple(ranges), tail)
+
+
+def _case_variants(preds: list[PredicateInfo], prefixes: PrefixMap) -> tuple[list[PredicateInfo], dict[str, str]]:
+    """Properties whose names differ only in case (BESTIARY's hasHPvalue and hasHPValue) said as one, the most used
+    first: a relay model spent a query finding out which to use, and a query with one spelling misses the other's."""
+    first: dict[str, PredicateInfo] = {}
+    variants: dict[str, list[PredicateInfo]] = {}
+    kept: list[PredicateInfo] = []
+    for p in preds:  # most used first
+        main = first.setdefault(p.iri.lower(), p)
+        if main is p:
+            kept.append(p)
+        else:
+            variants.setdefault(main.iri, []).append(p)
+    notes = {
+        iri: " (also spelled " + "; ".join(
+            prefixes.compact(v.iri) + (f", {v.triples} uses" if v.triples is not None else "") for v in vs
+        ) + ")"
+        for iri, vs in variants.items()
+    }
+    return kept, notes
 
 
 def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
