@@ -86,9 +86,23 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
         assert cls in system
     # Managers are not typed pv:Employee: a count of employees misses them, and the digest says so.
     assert "pv:Manager (6; subclass of pv:Employee, not typed pv:Employee too)" in system
-    # Every pv:compatibleProduct link is stored both ways (checked by one ASK), and the digest says so.
-    assert "pv:compatibleProduct → pv:Hardware (stored both ways)" in system
-    assert system.count("(stored both ways)") == 1
+    # Every pv:compatibleProduct link is stored both ways (checked by one ASK), and the digest says so; a link of
+    # which one product has several says the most one has (relay models took categories for single-valued).
+    most = {}
+    for prop in ("compatibleProduct", "hasCategory"):
+        rows = ck25.endpoint.query(
+            f"SELECT (MAX(?n) AS ?m) WHERE {{ SELECT ?s (COUNT(?o) AS ?n) WHERE {{ ?s a <{PV}Hardware> ; <{PV}{prop}> ?o }} "
+            "GROUP BY ?s }"
+        ).table
+        assert rows is not None
+        most[prop] = int(rows.rows[0]["m"].value)
+    assert most["hasCategory"] == 3
+    assert f"pv:compatibleProduct → pv:Hardware (up to {most['compatibleProduct']} per instance) (stored both ways: " \
+        "one direction finds every link)" in system
+    assert "pv:hasCategory → pv:ProductCategory (up to 3 per instance)" in system
+    assert system.count("(stored both ways") == 1
+    # Single-valued links say nothing (every employee is a member of one department).
+    assert "pv:memberOf → pv:Department;" in system or "pv:memberOf → pv:Department\n" in system
     assert "pv:memberOf → pv:Department" in system
     # An incoming edge already shown as another class's `→` is not repeated; a property all classes share is said
     # once (the system prompt is resent on every step).
@@ -98,7 +112,8 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     assert 'pv:currency → xsd:string (only "EUR")' in system and 'pv:name → xsd:string (' not in system
     assert "Every class above also has rdfs:label → xsd:string (except foaf:Organization)." in system
     assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
-    for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:"):
+    # Namespaces only the file's header uses (creativecommons:, vann:, void:) are left out too.
+    for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:", "creativecommons:", "vann:", "void:"):
         assert unused not in system
     assert len(system) < 4900  # the ~90 declared prefixes alone were about 5 kB
 
@@ -171,6 +186,24 @@ def test_stop_with_the_step_as_a_string_ends_with_that_steps_query(
     # The answer writer reads the author's last thought with the query.
     writer = scripted_llm.requests[-1]["messages"][-1]["content"]
     assert "The query's author noted: Step 1 lists them all; no department is a subdepartment." in writer
+
+
+def test_a_note_holding_both_stop_arguments_as_json_is_unpacked(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, digests: Digests, settings: Settings
+) -> None:
+    # A relay model passed `{"step": 1, "note": …}` as the note: the step was lost and a diagnostic query became the
+    # answer, with the JSON shown to the writer.
+    later = "SELECT (COUNT(?e) AS ?n) WHERE { ?e a pv:Employee }"
+    note = json.dumps({"step": 1, "note": "All six departments; none is nested."})
+    answer = explore(
+        scripted_llm, ck25, "Which departments are there?",
+        [act("execute_sparql", query=DEPARTMENTS), act("execute_sparql", query=later), act("stop", note=note),
+         Reply(text="Six departments.")],
+        digests, settings,
+    )
+    assert answer.status == "answered" and answer.sparql is not None and answer.sparql.endswith(DEPARTMENTS)
+    writer = scripted_llm.requests[-1]["messages"][-1]["content"]
+    assert "The query's author noted: All six departments; none is nested." in writer and '"step"' not in writer
 
 
 def test_a_stop_note_reaches_the_writer_instead_of_a_retrys_thought(
@@ -321,17 +354,19 @@ def test_search_reaches_a_property_by_its_parts_and_abbreviations(bestiary: Know
 
 
 @pytest.mark.data
-def test_bestiary_digest_keeps_incoming_edges_only_where_no_range_shows_them(
+def test_bestiary_digest_types_the_properties_past_the_first_ones_and_repeats_no_edge(
     bestiary: KnowledgeGraph, digests: Digests
 ) -> None:
     text = digests.get(bestiary).text
-    # ontology:Beast lists hasSpecAbils past its first properties, by name only: the class it points at says so.
-    assert "- ontology:SpecialAbilities (5; subclass of ontology:Offense, not typed ontology:Offense too)\n" \
-        "  ← ontology:hasSpecAbils from ontology:Beast" in text
-    # hasLanguages is among Beast's first properties with its range, so Language's own line stays bare.
-    assert "ontology:hasLanguages → ontology:Language" in text and "← ontology:hasLanguages" not in text
-    assert "- ontology:Language (135)\n" in text
-    assert text.splitlines()[0].endswith("`←` which properties of other classes point at the class:")
+    beast = next(line for line in text.splitlines() if line.startswith("- ontology:Beast "))
+    # Past Beast's first twelve properties, alike ones share their range (relay players asked what `str` holds).
+    also = beast.split("; also ", 1)[1]
+    assert re.search(r"ontology:str, [^;]*→ xsd:integer;", also)
+    assert "ontology:hasSpecAbils → ontology:SpecialAbilities" in also
+    # So the class it points at needs no `←` line, and nothing else repeats an edge.
+    assert "- ontology:SpecialAbilities (5; subclass of ontology:Offense, not typed ontology:Offense too)\n" in text
+    assert "←" not in text and text.splitlines()[0].endswith("what a property's values are:")
+    assert "ontology:hasLanguages → ontology:Language" in text and "- ontology:Language (135)\n" in text
 
 
 def test_bestiary_digest_says_a_property_spelled_two_ways_once_with_its_variant(
@@ -416,6 +451,8 @@ def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_v
     assert re.search(r"pv:email xsd:string ;?  # e\.g\. [\w.]+@company\.org", shapes)
     # pv:Manager only appears as a range of Employee's pv:hasManager: it gets a shape of its own.
     assert "- pv:Manager (a range of the classes above)" in shapes and "owl:Class {" not in shapes
+    # What the digest's probes found reaches retrieve's shapes too (a retrieve player counted managers by guess).
+    assert "pv:Manager {  # Manager; subclass of pv:Employee; instances not typed pv:Employee too" in shapes
 
 
 # ---------------------------------------------------------------- examples where a graph has none

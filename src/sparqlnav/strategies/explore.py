@@ -11,6 +11,7 @@ and total actions (every action taken, rolled back or not).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
 from collections import Counter
@@ -84,6 +85,23 @@ def give_up(
     it on the things it names). Never answer with something nearby instead; but an answer you found and are unsure
     of is given with stop() and a note, not with this."""
     return Observation("gave up")  # never run: the strategy ends the run when the model calls it
+
+
+def _mend_stop_arguments(arguments: dict[str, Any]) -> None:
+    """stop's arguments as meant: `{"step": "3"}` names step 3 (a relay model wrote it so), and a note that is itself
+    the JSON of both arguments (`note='{"step": 2, "note": "…"}'`, another relay model's slip) is unpacked."""
+    note = arguments.get("note")
+    if isinstance(note, str) and note.lstrip().startswith("{") and arguments.get("step") is None:
+        try:
+            inner = json.loads(note)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict) and inner and set(inner) <= {"step", "note"}:
+            arguments.pop("note")
+            arguments.update(inner)
+    step = arguments.get("step")
+    if isinstance(step, str) and step.strip().isdigit():
+        arguments["step"] = int(step)
 
 
 # What the agent offers the model; tool and argument names are a contract (docs/design.md).
@@ -282,10 +300,8 @@ class _Run:
         )
         if ctx.finishing:
             ctx.question = self.question  # the chosen rows are meant as the answer: their shape is checked
-        step_named = call.arguments.get("step") if ctx.finishing and call is not None else None
-        if call is not None and isinstance(step_named, str) and step_named.strip().isdigit():
-            # `{"step": "3"}` names step 3 as surely as `{"step": 3}` (a relay model wrote it so)
-            call.arguments["step"] = int(step_named)
+        if ctx.finishing and call is not None:
+            _mend_stop_arguments(call.arguments)
         sparql = call.arguments.get("query") if call and call.name == "execute_sparql" else None
         if isinstance(sparql, str) and sparql.strip():
             ctx.query = declare_prefixes(sparql.strip(), self.kg.prefixes.mapping).query

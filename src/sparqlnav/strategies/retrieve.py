@@ -375,7 +375,7 @@ class _Run:
             if cls.startswith(META_NAMESPACES):
                 continue  # owl:Ontology, owl:Class …: the vocabulary's own bookkeeping, not the data asked about
             shown.add(cls)
-            blocks.append(shape_block(h, annotated_shape(schema, cls, self.strategy.digests.samples(self.kg, cls))))
+            blocks.append(shape_block(h, self._shape(schema, cls)))
             ranges += [o for p in schema.classes[cls].predicates.values() for o in p.object_classes]
         extra = [
             c
@@ -386,9 +386,13 @@ class _Run:
         extra.sort(key=lambda c: len(schema.classes[c].predicates) if schema is not None else 0)
         for cls in extra[: self.options.k_shapes - 2]:
             assert schema is not None
-            text = annotated_shape(schema, cls, self.strategy.digests.samples(self.kg, cls))
+            text = self._shape(schema, cls)
             blocks.append(f"- {schema.compact(cls)} (a range of the classes above):\n\n```\n{text}\n```")
         return blocks
+
+    def _shape(self, schema: Schema, cls: str) -> str:
+        digests = self.strategy.digests
+        return annotated_shape(schema, cls, digests.samples(self.kg, cls), digests.get(self.kg).probes)
 
     def _schema(self, ctx: KGIndex) -> Schema | None:
         """The index's schema with the prefixes the digest invents for namespaces the graph does not declare

@@ -39,6 +39,17 @@ _PLAIN_LITERAL = re.compile(r"(\S+) → (xsd:\w+)")  # a property part with a ba
 
 
 @dataclass(frozen=True)
+class Probes:
+    """What data probes found on a small graph, which a schema alone does not say (empty on other graphs)."""
+
+    untyped: frozenset[str] = frozenset()  # subclasses whose instances lack their superclass's type
+    unknown: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → "IRI, e.g. …"
+    both_ways: frozenset[str] = frozenset()  # properties whose every link is stored in both directions
+    few: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → 'only "EUR"'
+    several: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (class, link) → most values per instance
+
+
+@dataclass(frozen=True)
 class Digest:
     """What a prompt says about a graph's contents (`text` is empty when nothing is known)."""
 
@@ -48,6 +59,7 @@ class Digest:
     labelled: bool | None = None  # whether a label property is in use (None: unknown)
     name_properties: tuple[str, ...] = ()  # literal properties holding names when there are no labels
     source: str = "none"  # index, computed, void or none
+    probes: Probes = field(default_factory=Probes)  # what data probes found (small graphs only)
 
     def graph(self, kg: KnowledgeGraph) -> KnowledgeGraph:
         """`kg` with the invented prefixes added, so queries and tools may use them."""
@@ -169,17 +181,46 @@ class Digests:
         pmap = PrefixMap(dict(prefixes))
         labelled = any(p in schema.predicates for p in kg.vocab.labels)
         names = () if labelled else name_properties(schema)
-        # Data probes (subclass typing, untyped values, links stored both ways) scan the data: only on graphs known
-        # to be small, so a big endpoint's first question never waits on them.
+        # Data probes (subclass typing, untyped values, links stored both ways …) scan the data: only on graphs
+        # known to be small, so a big endpoint's first question never waits on them.
         triples = kg.extra.get("triples")
         small = isinstance(triples, int) and triples <= self.options.profile_triples
-        untyped = self._untyped_subclasses(kg, schema, classes[:12]) if small else set()
-        unknown = self._unknown_ranges(kg, schema, classes[:12], pmap) if small else {}
-        both_ways = self._both_ways(kg, schema, classes[:12]) if small else set()
-        few = self._few_values(kg, schema, classes[:12]) if small else {}
-        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, untyped=untyped,
-                             unknown=unknown, both_ways=both_ways, few=few)
-        return Digest(text, shown_prefixes(prefixes, text, instance_ns, invented), invented, labelled, names, source)
+        probes = self._probe(kg, schema, classes[:12], pmap) if small else Probes()
+        text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, probes=probes)
+        shown = shown_prefixes(prefixes, text, instance_ns, invented)
+        return Digest(text, shown, invented, labelled, names, source, probes)
+
+    def _probe(self, kg: KnowledgeGraph, schema: Schema, classes: list[str], prefixes: PrefixMap) -> Probes:
+        unknown = self._unknown_ranges(kg, schema, classes, prefixes)
+        return Probes(
+            untyped=frozenset(self._untyped_subclasses(kg, schema, classes)),
+            unknown=unknown,
+            both_ways=frozenset(self._both_ways(kg, schema, classes)),
+            few=self._few_values(kg, schema, classes),
+            several=self._several_values(kg, schema, classes, unknown),
+        )
+
+    def _several_values(
+        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], unknown: Mapping[tuple[str, str], str]
+    ) -> dict[tuple[str, str], int]:
+        """Links of which one instance may have several, with the most one has (CK25's products have up to three
+        categories, named from words of the product's name): relay models spent a step finding out, or not."""
+        typing = kg.vocab.type_predicate
+        found: dict[tuple[str, str], int] = {}
+        for c in classes:
+            info = schema.classes.get(c)
+            for p in (info.ranked_predicates() if info else [])[: self.options.properties_per_class]:
+                linked = p.object_classes or unknown.get((c, p.iri), "").startswith("IRI")
+                if p.iri in schema.type_predicates or not linked:
+                    continue
+                query = (f"SELECT (MAX(?n) AS ?most) WHERE {{ SELECT ?s (COUNT(?o) AS ?n) WHERE {{ "
+                         f"?s <{typing}> <{c}> ; <{p.iri}> ?o }} GROUP BY ?s }}")
+                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+                rows = result.table.rows if result.ok and result.table is not None else []
+                most = _int_or_none(rows[0]["most"].value) if rows and "most" in rows[0] else None
+                if most is not None and most > 1:
+                    found[(c, p.iri)] = most
+        return found
 
     def _unknown_ranges(
         self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
@@ -266,6 +307,13 @@ class Digests:
         return [namespace_of(r["x"].value) for r in result.table.rows if "x" in r and r["x"].kind == "uri"]
 
 
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def main_classes(schema: Schema) -> list[str]:
     """Classes of the data (not of the vocabulary), most instances first."""
     return [
@@ -347,14 +395,11 @@ def render_digest(
     *,
     labelled: bool,
     names: tuple[str, ...] = (),
-    untyped: set[str] | frozenset[str] = frozenset(),
-    unknown: Mapping[tuple[str, str], str] | None = None,
-    both_ways: set[str] | frozenset[str] = frozenset(),
-    few: Mapping[tuple[str, str], str] | None = None,
+    probes: Probes | None = None,
 ) -> str:
     """Lines for a prompt, one block per class, as many classes as fit in `options.max_tokens`."""
     budget = options.max_tokens * CHARS_PER_TOKEN
-    rows = [_class_row(schema, prefixes, c, options, untyped, unknown or {}, both_ways, few or {}) for c in classes]
+    rows = [_class_row(schema, prefixes, c, options, probes or Probes()) for c in classes]
     # Which classes fit: the first pass decides, so what is factored out below is said of exactly those.
     size, count = 0, 0
     for row in rows:
@@ -449,10 +494,7 @@ def _class_row(
     prefixes: PrefixMap,
     c: str,
     options: DigestOptions,
-    untyped: set[str] | frozenset[str],
-    unknown: Mapping[tuple[str, str], str],
-    both_ways: set[str] | frozenset[str],
-    few: Mapping[tuple[str, str], str],
+    probes: Probes,
 ) -> _ClassRow:
     info = schema.classes[c]
     preds = [p for p in info.ranked_predicates() if p.iri not in schema.type_predicates]
@@ -461,22 +503,33 @@ def _class_row(
     for p in preds[: options.properties_per_class]:
         objects = p.ranked_objects()[:2]
         ranges += [(p.iri, o) for o in objects]
-        rng = " | ".join(prefixes.compact(o) for o in objects) or unknown.get((c, p.iri), "?")
-        if (c, p.iri) in few:
-            rng += f" ({few[(c, p.iri)]})"
-        parts.append(f"{prefixes.compact(p.iri)} → {rng}" + (" (stored both ways)" if p.iri in both_ways else "")
-                     + spelled.get(p.iri, ""))
+        rng = " | ".join(prefixes.compact(o) for o in objects) or probes.unknown.get((c, p.iri), "?")
+        if (c, p.iri) in probes.few:
+            rng += f" ({probes.few[(c, p.iri)]})"
+        if (c, p.iri) in probes.several:
+            rng += f" (up to {probes.several[(c, p.iri)]} per instance)"
+        if p.iri in probes.both_ways:
+            rng += " (stored both ways: one direction finds every link)"
+        parts.append(f"{prefixes.compact(p.iri)} → {rng}{spelled.get(p.iri, '')}")
     more = len(preds) - options.properties_per_class
     # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
     # superclass: saying so spares a model the step that finds it out.
     supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)]  # not owl:Thing
     kind = f"; subclass of {', '.join(prefixes.compact(x) for x in supers[:2])}" if supers else ""
-    if supers and c in untyped:
+    if supers and c in probes.untyped:
         kind += f", not typed {prefixes.compact(supers[0])} too"
-    # Past the first properties, their names alone (BESTIARY's str, dex, hasSpeedValue … cost a search each).
-    rest = [prefixes.compact(p.iri) + spelled.get(p.iri, "")
-            for p in preds[options.properties_per_class:][:options.names_per_class]]
-    tail = f"; also {', '.join(rest)}" if rest else ""
+    # Past the first properties, their names with their main range, alike ones together (BESTIARY's str, dex,
+    # hasSpeedValue … cost a search each; with no type, a step each to learn they are numbers).
+    rest = preds[options.properties_per_class:][:options.names_per_class]
+    by_range: dict[str, list[str]] = {}
+    for p in rest:
+        main = (p.ranked_objects() or [""])[0]
+        if main in schema.classes:
+            ranges.append((p.iri, main))
+        by_range.setdefault(prefixes.compact(main) if main else "", []).append(
+            prefixes.compact(p.iri) + spelled.get(p.iri, ""))
+    groups = [", ".join(names) + (f" → {rng}" if rng else "") for rng, names in by_range.items()]
+    tail = f"; also {'; '.join(groups)}" if rest else ""
     more -= len(rest)
     tail += f"; …+{more}" if more > 0 else ""
     head = f"- {prefixes.compact(c)} ({info.instances or 0}{kind})"
@@ -504,10 +557,17 @@ def _case_variants(preds: list[PredicateInfo], prefixes: PrefixMap) -> tuple[lis
     return kept, notes
 
 
-def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[Term]]) -> str:
-    """A class's shape (in the schema's prefixes) with one or two real sample values per property."""
+def annotated_shape(
+    schema: Schema, class_iri: str, samples: Mapping[str, list[Term]], probes: Probes | None = None
+) -> str:
+    """A class's shape (in the schema's prefixes) with one or two real sample values per property, and what the
+    digest's data probes found (links stored both ways, several values per instance, a superclass type missing)."""
     prefixes = schema.prefix_map
+    probes = probes or Probes()
     lines = schema.shape(class_iri, counts=False, incoming=True).splitlines()
+    supers = [x for x in schema.superclasses.get(class_iri, []) if not x.startswith(META_NAMESPACES)]
+    if lines and supers and class_iri in probes.untyped:
+        lines[0] += f"; instances not typed {prefixes.compact(supers[0])} too"
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")
@@ -520,5 +580,9 @@ def annotated_shape(schema: Schema, class_iri: str, samples: Mapping[str, list[T
             shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(show_term(v, prefixes), 40)
                               for v in values)
             line = f"{line}  # e.g. {shown}"
+        if iri and (class_iri, iri) in probes.several:
+            line += ("  #" if "  # " not in line else ";") + f" up to {probes.several[(class_iri, iri)]} per instance"
+        if iri and iri in probes.both_ways:
+            line += ("  #" if "  # " not in line else ";") + " stored both ways: one direction finds every link"
         out.append(line)
     return "\n".join(out)
