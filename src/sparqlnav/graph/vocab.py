@@ -124,6 +124,15 @@ def local_name(iri: str) -> str:
     return unquote(tail)
 
 
+def label_adds(iri: str, label: str | None) -> bool:
+    """Whether a label says more than the IRI's own name (`wdt:P31` "instance of": yes; `pv:hasCategory` "has
+    category" or `prodi:prod-cat-Sensor` "Sensor": no), so prompts show it only then."""
+    if not label:
+        return False
+    squeeze = re.compile(r"[^0-9a-z]")
+    return squeeze.sub("", label.lower()) not in squeeze.sub("", local_name(iri).lower())
+
+
 def humanise(name: str) -> str:
     """`hasManager` → `has manager`, `member_of` → `member of`, `empl-Karen.Brant@x` → `empl Karen Brant@x`."""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)

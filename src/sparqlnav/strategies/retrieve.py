@@ -24,6 +24,7 @@ from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
+from sparqlnav.graph.vocab import local_name
 from sparqlnav.llm.client import (
     Budget,
     LLMClient,
@@ -140,6 +141,12 @@ def shape_block(hit: IndexHit, content: str | None = None) -> str:
 
 
 _PNAME = re.compile(r"(?<![\w<#/:.-])([A-Za-z][\w.-]*)?:(?=[A-Za-z_])")
+
+
+def _plain_name(name: str) -> str:
+    """A class name for comparison: lower case, letters and digits only, no plural s (`Employees` = `employee`)."""
+    plain = re.sub(r"[^0-9a-z]", "", name.lower())
+    return plain[:-1] if plain.endswith("s") and len(plain) > 3 else plain
 
 
 def prefix_lines(texts: Sequence[str], prefixes: PrefixMap) -> str:
@@ -308,6 +315,19 @@ class _Run:
                         + ". Classes: " + (", ".join(parts.classes) or "(none)") + ".")
         return parts
 
+    def _named_shapes(self, index: RetrievalIndex, classes: Sequence[str]) -> list[IndexHit]:
+        """The shapes whose class is called just what the decomposition named (`Employee` → pv:Employee)."""
+        names = [c for c in dict.fromkeys(classes) if c.strip()]
+        if not names:
+            return []
+        found: list[IndexHit] = []
+        for name, hits in zip(names, index.search_many(names, k=3, kinds=["shape"], mode=self.options.mode),
+                              strict=True):
+            want = _plain_name(name)
+            found += [h for h in hits if want in (_plain_name(local_name(str(h.doc.meta.get("class", "")))),
+                                                  _plain_name(h.doc.title or ""))][:1]
+        return found
+
     def _excluded(self, index: RetrievalIndex) -> set[str]:
         splits = self.strategy.example_splits
         if splits is None:
@@ -334,6 +354,10 @@ class _Run:
                 examples.append(hit)
         shapes = search_all(index, [*parts.classes, *parts.sub_questions, self.question], k=o.k_shapes,
                             kinds=["shape"], mode=o.mode)
+        # A class the decomposition names outright is shown whatever the fusion ranked (a relay model listed
+        # "Employee" for "Who is our Sensor expert?" and got no pv:Employee shape).
+        named = self._named_shapes(index, parts.classes)
+        shapes = list({h.doc.id: h for h in [*named, *shapes]}.values())[: max(o.k_shapes, len(named))]
         endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
         self.trace.emit("action", tool="retrieve", arguments={"texts": [self.question, *parts.sub_questions],
                                                               "classes": parts.classes, "excluded": len(exclude)})
@@ -392,7 +416,8 @@ class _Run:
 
     def _shape(self, schema: Schema, cls: str) -> str:
         digests = self.strategy.digests
-        return annotated_shape(schema, cls, digests.samples(self.kg, cls), digests.get(self.kg).probes)
+        return annotated_shape(schema, cls, digests.samples(self.kg, cls), digests.get(self.kg).probes,
+                               digests.members(self.kg, cls))
 
     def _schema(self, ctx: KGIndex) -> Schema | None:
         """The index's schema with the prefixes the digest invents for namespaces the graph does not declare

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ from sparqlnav.graph.schema import (
     namespace_of,
     read_void,
 )
+from sparqlnav.graph.vocab import label_adds
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 
@@ -86,6 +87,7 @@ class DigestOptions:
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
     few_values: int = 3  # a literal property with at most this many distinct values shows them
+    members: int = 30  # a class with at most this many instances lists them where its shape is shown
 
 
 def stored_digests(settings: Settings | None) -> Digests:
@@ -107,6 +109,7 @@ class Digests:
         self._digests: dict[tuple[str, str], Digest] = {}
         self._schemas: dict[tuple[str, str], tuple[Schema | None, str]] = {}
         self._samples: dict[tuple[str, str, str], dict[str, list[Term]]] = {}
+        self._members: dict[tuple[str, str, str], list[tuple[Term, str | None]]] = {}
 
     def get(self, kg: KnowledgeGraph) -> Digest:
         """The digest of `kg` (empty for Wikibase-shaped graphs, which the prompt describes by their shape)."""
@@ -150,6 +153,26 @@ class Digests:
                 values.append(row["o"])
         with self._lock:
             return self._samples.setdefault(key, found)
+
+    def members(self, kg: KnowledgeGraph, class_iri: str) -> list[tuple[Term, str | None]]:
+        """The instances of a small class with their labels (empty when it has more than `options.members`): relay
+        models writing queries without tools guessed category and individual IRIs (`ontology:cold`)."""
+        key = (kg.name, kg.description, "members:" + class_iri)
+        with self._lock:
+            if key in self._members:
+                return self._members[key]
+        cap = self.options.members
+        labels = " ".join(f"<{p}>" for p in kg.vocab.labels[:2])
+        named = f"OPTIONAL {{ VALUES ?lp {{ {labels} }} ?s ?lp ?l }}" if labels else ""
+        query = (f"SELECT ?s (SAMPLE(?l) AS ?label) WHERE {{ ?s <{kg.vocab.type_predicate}> <{class_iri}> {named} }} "
+                 f"GROUP BY ?s ORDER BY ?s LIMIT {cap + 1}")
+        result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
+        rows = result.table.rows if result.ok and result.table is not None else []
+        found = [(r["s"], r["label"].value if "label" in r else None) for r in rows if "s" in r and r["s"].kind == "uri"]
+        if len(rows) > cap:
+            found = []  # not small: the shape's samples stand for its instances
+        with self._lock:
+            return self._members.setdefault(key, found)
 
     def _find_schema(self, kg: KnowledgeGraph) -> tuple[Schema | None, str]:
         if self.indexes is not None:
@@ -558,16 +581,25 @@ def _case_variants(preds: list[PredicateInfo], prefixes: PrefixMap) -> tuple[lis
 
 
 def annotated_shape(
-    schema: Schema, class_iri: str, samples: Mapping[str, list[Term]], probes: Probes | None = None
+    schema: Schema,
+    class_iri: str,
+    samples: Mapping[str, list[Term]],
+    probes: Probes | None = None,
+    members: Sequence[tuple[Term, str | None]] = (),
 ) -> str:
-    """A class's shape (in the schema's prefixes) with one or two real sample values per property, and what the
-    digest's data probes found (links stored both ways, several values per instance, a superclass type missing)."""
+    """A class's shape (in the schema's prefixes) with one or two real sample values per property, what the
+    digest's data probes found (links stored both ways, several values per instance, a superclass type missing)
+    and, for a small class, its instances."""
     prefixes = schema.prefix_map
     probes = probes or Probes()
     lines = schema.shape(class_iri, counts=False, incoming=True).splitlines()
     supers = [x for x in schema.superclasses.get(class_iri, []) if not x.startswith(META_NAMESPACES)]
     if lines and supers and class_iri in probes.untyped:
         lines[0] += f"; instances not typed {prefixes.compact(supers[0])} too"
+    if lines and members:
+        listed = [prefixes.compact(t.value) + (f" ({label})" if label_adds(t.value, label) else "")
+                  for t, label in members]
+        lines.insert(1, f"  # all {len(members)} instances: {', '.join(listed)}")
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")

@@ -14,7 +14,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import STRONG_SCORE, NameHit
 from sparqlnav.graph.results import Term, clip, show_term
 from sparqlnav.graph.schema import META_NAMESPACES
-from sparqlnav.graph.vocab import local_name
+from sparqlnav.graph.vocab import label_adds
 
 DEFAULT_ENTITIES = 8
 DEFAULT_PROPERTIES = 4
@@ -366,15 +366,8 @@ class EntityPage:
 
 
 def _label_part(iri: str, label: str | None) -> str:
-    """` (label)` when the label says more than the property's own name (`wdt:P31 (instance of)`); nothing for
-    `pv:hasCategory (has category)`."""
-    if not label:
-        return ""
-    return "" if _squeeze(label) in _squeeze(local_name(iri)) else f" ({label})"
-
-
-def _squeeze(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", text.lower())
+    """` (label)` when the label says more than the property's own name (`wdt:P31 (instance of)`)."""
+    return f" ({label})" if label_adds(iri, label) else ""
 
 
 def _run(kg: KnowledgeGraph, sparql: str) -> tuple[list[dict[str, Term]], bool]:
