@@ -98,6 +98,12 @@ def conclude(
     )
 
 
+def last_thought(trace: Trace) -> str | None:
+    """The agent's last recorded thought (build's only channel to the writer: the reading it chose, a doubt)."""
+    thoughts = trace.of_kind("thought")
+    return str(thoughts[-1].data.get("text", "")) or None if thoughts else None
+
+
 def finish(
     chat: Chat,
     kg: KnowledgeGraph,
@@ -116,13 +122,8 @@ def finish(
     note: str | None = None,
 ) -> Answer:
     """End an agent's run on its best query: the answer written from it (unless `text` is given) with the agent's
-    `note` (else its last thought), marked as not confirmed when a budget ended the run (`reason`), recorded and
-    returned."""
+    `note` for the writer, marked as not confirmed when a budget ended the run (`reason`), recorded and returned."""
     if text is None and sparql is not None and table is not None:
-        # The agent's last thought (at stop) often names the reading it chose or a doubt: the writer may say it.
-        thoughts = trace.of_kind("thought")
-        if note is None:
-            note = str(thoughts[-1].data.get("text", "")) if thoughts and status == "answered" else None
         text, failed = worded(chat, kg, trace, context, question, sparql, table, note)
         if failed is not None:
             status, error = "error", failed

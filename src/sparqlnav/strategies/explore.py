@@ -69,9 +69,8 @@ def stop(
     ] = None,
 ) -> Observation:
     """Finish: the last query you ran (or the one of `step`) becomes the final answer. Call it only when that query
-    returned the answer. The answer writer reads `note`, or without one the text you write alongside this call (word
-    it for the writer then): the reading of the question you chose, ties or cases the rows hide, never step numbers,
-    and only what an observation showed you."""
+    returned the answer. The answer writer sees the query, its rows and `note` only: say in the note the reading of the
+    question you chose, ties or cases the rows hide, never step numbers, and only what an observation showed you."""
     return Observation("stopped")  # never run: the strategy ends the run when the model calls it
 
 
@@ -256,7 +255,7 @@ class _Run:
         self.note: str | None = None  # told once to the model after a rollback
         self.chosen: int | None = None  # the step stop(step=N) named
         self.gave_up: str | None = None  # the reason give_up() gave: the graph does not hold the answer
-        self.stop_note: str | None = None  # stop(note=…) for the answer writer (else its last thought)
+        self.stop_note: str | None = None  # stop(note=…) for the answer writer (a step's thought never is)
         seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
         # Per run, passed to every call; a cascade's stages share the question's time.
         self.budget = Budget(max_seconds=context.seconds_left(seconds))

@@ -54,7 +54,7 @@ from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
-from sparqlnav.tools.digest import Digests, annotated_shape
+from sparqlnav.tools.digest import Digests, annotated_shape, main_classes
 from sparqlnav.tools.toolkit import Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
@@ -268,7 +268,7 @@ class _Run:
             self.trace.emit("error", message=str(exc))
             return self.finish(None, None, "error", f"No retrieval index for {self.kg.name}: {exc}", error=str(exc))
         try:
-            parts = self.decompose()
+            parts = self.decompose(ctx)
             examples, shapes, endpoints = self.retrieve(ctx, parts)
             attempt = self.generate(ctx, examples, shapes, endpoints)
             attempt = self.check_and_fix(ctx, attempt)
@@ -301,8 +301,14 @@ class _Run:
             text = f"The query returned {len(result.table)} row(s) (no explanation: {exc})."
         return self.finish(attempt.query, result.table, "answered", text)
 
-    def decompose(self) -> Decomposition:
-        messages = [Message.system(prompt_text("retrieve_decompose.md")), Message.user(self.context.with_question(self.question))]
+    def decompose(self, ctx: KGIndex) -> Decomposition:
+        # The graph's own class names, so the step names `Beast` where a relay model wrote "Creature" and got no
+        # Beast shape.
+        names = [local_name(c) for c in main_classes(ctx.schema)][:40] if ctx.schema is not None else []
+        listed = ("  This graph's classes (use their names where they fit): " + ", ".join(dict.fromkeys(names)) + ".\n"
+                  if names else "")
+        system = Template(prompt_text("retrieve_decompose.md")).safe_substitute(classes=listed)
+        messages = [Message.system(system), Message.user(self.context.with_question(self.question))]
         try:
             found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record,
                                           budget=self.budget)

@@ -559,6 +559,33 @@ def _class_row(
     return _ClassRow(c, head, tuple(parts), tuple(ranges), tail)
 
 
+def _members_line(members: Sequence[tuple[Term, str | None]], prefixes: PrefixMap) -> str:
+    """`# all 26 instances: prodi:prod-cat-X for X = Breaker, Capacitor, …`: a stem the names share is said once
+    (26 category IRIs cost ~600 characters written out, in a prompt whose budget is 3k tokens)."""
+    listed = [(prefixes.compact(t.value), label if label_adds(t.value, label) else None) for t, label in members]
+    names = [name for name, _ in listed]
+    stem = _common_start(names) if len(names) >= 4 else ""
+    stem = stem[: max(stem.rfind(sep) for sep in "-_/:#.") + 1]
+    cut = len(stem) if len(stem) >= 6 and all(len(n) > len(stem) for n in names) else 0
+    parts = []
+    for name, label in listed:
+        own = name[cut:]
+        if label and label.startswith(own):  # CK25's services: "D215-3449390 - Manual Inspection"
+            label = label[len(own):].lstrip(" -–:") or None
+        parts.append(own + (f" ({label})" if label else ""))
+    shown = ", ".join(parts)
+    return f"  # all {len(members)} instances: " + (f"{stem}X for X = {shown}" if cut else shown)
+
+
+def _common_start(names: Sequence[str]) -> str:
+    """The characters every name starts with."""
+    first, last = min(names), max(names)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
 def _case_variants(preds: list[PredicateInfo], prefixes: PrefixMap) -> tuple[list[PredicateInfo], dict[str, str]]:
     """Properties whose names differ only in case (BESTIARY's hasHPvalue and hasHPValue) said as one, the most used
     first: a relay model spent a query finding out which to use, and a query with one spelling misses the other's."""
@@ -597,9 +624,7 @@ def annotated_shape(
     if lines and supers and class_iri in probes.untyped:
         lines[0] += f"; instances not typed {prefixes.compact(supers[0])} too"
     if lines and members:
-        listed = [prefixes.compact(t.value) + (f" ({label})" if label_adds(t.value, label) else "")
-                  for t, label in members]
-        lines.insert(1, f"  # all {len(members)} instances: {', '.join(listed)}")
+        lines.insert(1, _members_line(members, prefixes))
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")

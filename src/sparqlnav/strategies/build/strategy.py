@@ -42,7 +42,7 @@ from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
-from sparqlnav.strategies.ending import finish
+from sparqlnav.strategies.ending import finish, last_thought
 from sparqlnav.strategies.explore import record_reply
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, stored_digests
@@ -313,6 +313,7 @@ class _Run:
             text=text,
             error=error,
             reason=reason,
+            note=last_thought(self.trace) if status == "answered" else None,
             extra={"steps": len(self.steps), "guidelines": dict(self.fired)},
         )
 
