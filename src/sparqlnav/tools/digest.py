@@ -4,7 +4,9 @@ that occur in the data) and whether its names are real labels or humanised ident
 
 Any strategy can call `Digests.get(kg)`. The schema comes from the retrieval index when `sparqlnav index` stored
 one (never built here), else it is computed for graphs small enough to profile in seconds, else read from the
-endpoint's VoID; a graph too large for either gets an empty digest. Each KG's digest is made once per holder.
+endpoint's VoID; a graph too large for either gets an empty digest. Each KG's digest is made once per holder,
+with what the data probes (`tools/probes.py`) found on small graphs; retrieve's shapes (`annotated_shape`) say the
+same facts, with the instances of small classes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sparqlnav.graph.schema import (
 from sparqlnav.graph.vocab import label_adds
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
+from sparqlnav.tools.probes import Probes, probe
 
 if TYPE_CHECKING:
     from sparqlnav.retrieval.indexes import KGIndexes
@@ -37,17 +40,6 @@ CHARS_PER_TOKEN = 4
 ALWAYS = ("rdf", "rdfs", "xsd", "owl")  # prefixes every prompt keeps
 _NAME_LIKE = re.compile(r"(^|[^a-z])(name|title|label)s?$", re.I)
 _PLAIN_LITERAL = re.compile(r"(\S+) → (xsd:\w+)")  # a property part with a bare datatype range
-
-
-@dataclass(frozen=True)
-class Probes:
-    """What data probes found on a small graph, which a schema alone does not say (empty on other graphs)."""
-
-    untyped: frozenset[str] = frozenset()  # subclasses whose instances lack their superclass's type
-    unknown: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → "IRI, e.g. …"
-    both_ways: frozenset[str] = frozenset()  # properties whose every link is stored in both directions
-    few: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → 'only "EUR"'
-    several: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (class, link) → most values per instance
 
 
 @dataclass(frozen=True)
@@ -208,114 +200,10 @@ class Digests:
         # known to be small, so a big endpoint's first question never waits on them.
         triples = kg.extra.get("triples")
         small = isinstance(triples, int) and triples <= self.options.profile_triples
-        probes = self._probe(kg, schema, classes[:12], pmap) if small else Probes()
+        probes = probe(kg, schema, classes[:12], pmap, self.options) if small else Probes()
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, probes=probes)
         shown = shown_prefixes(prefixes, text, instance_ns, invented)
         return Digest(text, shown, invented, labelled, names, source, probes)
-
-    def _probe(self, kg: KnowledgeGraph, schema: Schema, classes: list[str], prefixes: PrefixMap) -> Probes:
-        unknown = self._unknown_ranges(kg, schema, classes, prefixes)
-        return Probes(
-            untyped=frozenset(self._untyped_subclasses(kg, schema, classes)),
-            unknown=unknown,
-            both_ways=frozenset(self._both_ways(kg, schema, classes)),
-            few=self._few_values(kg, schema, classes),
-            several=self._several_values(kg, schema, classes, unknown),
-        )
-
-    def _several_values(
-        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], unknown: Mapping[tuple[str, str], str]
-    ) -> dict[tuple[str, str], int]:
-        """Links of which one instance may have several, with the most one has (CK25's products have up to three
-        categories, named from words of the product's name): relay models spent a step finding out, or not."""
-        typing = kg.vocab.type_predicate
-        found: dict[tuple[str, str], int] = {}
-        for c in classes:
-            info = schema.classes.get(c)
-            for p in (info.ranked_predicates() if info else [])[: self.options.properties_per_class]:
-                linked = p.object_classes or unknown.get((c, p.iri), "").startswith("IRI")
-                if p.iri in schema.type_predicates or not linked:
-                    continue
-                query = (f"SELECT (MAX(?n) AS ?most) WHERE {{ SELECT ?s (COUNT(?o) AS ?n) WHERE {{ "
-                         f"?s <{typing}> <{c}> ; <{p.iri}> ?o }} GROUP BY ?s }}")
-                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
-                rows = result.table.rows if result.ok and result.table is not None else []
-                most = _int_or_none(rows[0]["most"].value) if rows and "most" in rows[0] else None
-                if most is not None and most > 1:
-                    found[(c, p.iri)] = most
-        return found
-
-    def _unknown_ranges(
-        self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], prefixes: PrefixMap
-    ) -> dict[tuple[str, str], str]:
-        """For properties whose values the schema does not type, one real value ("IRI, e.g. dbpedia:France"): a
-        `?` hid from a relay model that CK25's pv:country points at DBpedia IRIs."""
-        typing = kg.vocab.type_predicate
-        found: dict[tuple[str, str], str] = {}
-        for c in classes:
-            info = schema.classes.get(c)
-            preds = [p for p in (info.ranked_predicates() if info else []) if p.iri not in schema.type_predicates]
-            for p in preds[: self.options.properties_per_class]:
-                if p.ranked_objects():
-                    continue
-                query = f"SELECT ?o WHERE {{ ?s <{typing}> <{c}> ; <{p.iri}> ?o }} LIMIT 1"
-                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
-                if result.ok and result.table is not None and result.table.rows and "o" in result.table.rows[0]:
-                    term = result.table.rows[0]["o"]
-                    kind = "IRI" if term.kind == "uri" else "literal"
-                    shown = show_term(term, prefixes) if term.kind == "uri" else clip(show_term(term, prefixes), 40)
-                    found[(c, p.iri)] = f"{kind}, e.g. {shown}"
-        return found
-
-    def _few_values(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> dict[tuple[str, str], str]:
-        """Literal properties with at most `few_values` distinct values over a class of many instances (CK25's
-        pv:currency is always "EUR"): relay models spent a query per "cheapest" question finding that out."""
-        typing = kg.vocab.type_predicate
-        cap = self.options.few_values
-        found: dict[tuple[str, str], str] = {}
-        for c in classes:
-            info = schema.classes.get(c)
-            if info is None or (info.instances or 0) < 10:
-                continue  # a handful of instances has a handful of values anyway
-            for p in info.ranked_predicates()[: self.options.properties_per_class]:
-                if p.iri in schema.type_predicates or not p.datatypes:
-                    continue
-                query = f"SELECT DISTINCT ?o WHERE {{ ?s <{typing}> <{c}> ; <{p.iri}> ?o }} LIMIT {cap + 1}"
-                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
-                if not (result.ok and result.table is not None) or not 0 < len(result.table.rows) <= cap:
-                    continue
-                values = [f'"{clip(r["o"].value, 30)}"' for r in result.table.rows if "o" in r]
-                found[(c, p.iri)] = ("only " if len(values) == 1 else "values ") + ", ".join(values)
-        return found
-
-    def _both_ways(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
-        """Properties from a class to itself whose every link is stored in both directions (CK25's
-        pv:compatibleProduct): a model otherwise spends a query to find out, or a UNION that doubles rows."""
-        found: set[str] = set()
-        for c in classes:
-            info = schema.classes.get(c)
-            for p in (info.ranked_predicates() if info else [])[: self.options.properties_per_class]:
-                if c not in p.object_classes or p.iri in found:
-                    continue
-                query = f"ASK {{ ?a <{p.iri}> ?b . FILTER NOT EXISTS {{ ?b <{p.iri}> ?a }} }}"
-                result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
-                if result.ok and result.table is not None and result.table.boolean is False:
-                    found.add(p.iri)
-        return found
-
-    def _untyped_subclasses(self, kg: KnowledgeGraph, schema: Schema, classes: Iterable[str]) -> set[str]:
-        """Main classes whose instances do not also carry their superclass's type (no inference in the data)."""
-        typing = kg.vocab.type_predicate
-        found: set[str] = set()
-        for c in classes:
-            supers = [x for x in schema.superclasses.get(c, []) if not x.startswith(META_NAMESPACES)][:1]
-            if not supers:
-                continue
-            query = f"ASK {{ ?s <{typing}> <{c}> , <{supers[0]}> }}"
-            result = kg.endpoint.query(query, timeout_s=self.options.query_seconds)
-            if result.ok and result.table is not None and result.table.boolean is False:
-                found.add(c)
-        return found
 
     def _instance_namespaces(self, kg: KnowledgeGraph, classes: Iterable[str]) -> list[str]:
         """Namespaces of a sample instance of each class (entity IRIs need their prefix too)."""
@@ -328,13 +216,6 @@ class Digests:
         if not result.ok or result.table is None:
             return []
         return [namespace_of(r["x"].value) for r in result.table.rows if "x" in r and r["x"].kind == "uri"]
-
-
-def _int_or_none(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 def main_classes(schema: Schema) -> list[str]:
