@@ -110,8 +110,11 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
     assert "← pv:memberOf from pv:Employee" not in system and "←" not in digests.get(ck25).text
     assert system.count("rdfs:label → xsd:string") == 1
     # A literal property with one value over 1,009 prices says it (relay models spent a query per "cheapest").
-    assert 'pv:currency → xsd:string (only "EUR")' in system and 'pv:name → xsd:string (' not in system
-    assert "Every class above also has rdfs:label → xsd:string (except foaf:Organization)." in system
+    assert 'pv:currency → xsd:string (only "EUR")' in system and 'pv:name → xsd:string (only' not in system
+    assert "Every class above also has rdfs:label → xsd:string.\n" in system
+    assert "Every class above also has pv:name → xsd:string (except pv:Price, pv:BomPart)." in system
+    # The ontology's authors (foaf:Person ← dcterms:creator from owl:Ontology) are metadata, not data.
+    assert "foaf:Person" not in system and "dcterms:Agent" not in system
     assert f"pv: <{PV}>" in system and f"prodi: <{PRODI}>" in system
     # Namespaces only the file's header uses (creativecommons:, vann:, void:) are left out too.
     for unused in ("graphdb:", "shui:", "qudt:", "sesame:", "ns2:", "creativecommons:", "vann:", "void:"):

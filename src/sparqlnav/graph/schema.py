@@ -195,6 +195,12 @@ class Schema:
                     out.setdefault(oc, []).append((n or 0, p.iri, c.iri))
         return {oc: sorted(edges, key=lambda e: (-e[0], e[1], e[2])) for oc, edges in out.items()}
 
+    def about_the_vocabulary(self, class_iri: str) -> bool:
+        """Whether a class's instances are pointed at only from the vocabulary's own bookkeeping (CK25's foaf:Person
+        ← dcterms:creator from owl:Ontology: the ontology's authors), so they are metadata, not the data asked about."""
+        sources = [s for _n, _p, s in self.incoming.get(class_iri, [])]
+        return bool(sources) and all(s.startswith(META_NAMESPACES) for s in sources)
+
     @cached_property
     def namespaces(self) -> dict[str, int]:
         """Namespace → number of classes and predicates in it (where the schema is authoritative)."""

@@ -402,8 +402,8 @@ class _Run:
             if not own or schema is None:
                 blocks.append(shape_block(h))
                 continue
-            if cls.startswith(META_NAMESPACES):
-                continue  # owl:Ontology, owl:Class …: the vocabulary's own bookkeeping, not the data asked about
+            if cls.startswith(META_NAMESPACES) or schema.about_the_vocabulary(cls):
+                continue  # owl:Ontology, owl:Class, the ontology's authors …: bookkeeping, not the data asked about
             shown.add(cls)
             blocks.append(shape_block(h, self._shape(schema, cls)))
             ranges += [o for p in schema.classes[cls].predicates.values() for o in p.object_classes]
@@ -411,6 +411,7 @@ class _Run:
             c
             for c in dict.fromkeys(ranges)
             if schema is not None and c in schema.classes and c not in shown and not c.startswith(META_NAMESPACES)
+            and not schema.about_the_vocabulary(c)
         ]
         # Small shapes first: classes met only as a range are often small (pv:Manager) and cheap to show.
         extra.sort(key=lambda c: len(schema.classes[c].predicates) if schema is not None else 0)

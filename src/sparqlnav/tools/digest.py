@@ -219,11 +219,14 @@ class Digests:
 
 
 def main_classes(schema: Schema) -> list[str]:
-    """Classes of the data (not of the vocabulary), most instances first."""
+    """Classes of the data (not of the vocabulary, nor its authors), most instances first."""
     return [
         c
         for c in schema.class_names
-        if c in schema.classes and not c.startswith(META_NAMESPACES) and (schema.classes[c].instances or 0) > 0
+        if c in schema.classes
+        and not c.startswith(META_NAMESPACES)
+        and (schema.classes[c].instances or 0) > 0
+        and not schema.about_the_vocabulary(c)
     ]
 
 
