@@ -227,6 +227,24 @@ def test_unseen_iri(tools: Toolkit, memory: Memory) -> None:
     assert WD + "P61" in memory.seen
 
 
+def test_absent_iri_names_the_identifiers_the_graph_lacks(tools: Toolkit, memory: Memory) -> None:
+    # A false ASK over a guessed identifier read as "No" (a relay model's ASK over a guessed BESTIARY creature).
+    ctx = ran(tools, memory, "ASK { wd:Q8 wdt:P61 wd:Q999999 }", absent_of=tools.absent)
+    assert ctx.result is not None and ctx.result.table is not None and ctx.result.table.boolean is False
+    (g,) = Feedback().check(ctx, "after")  # unseen_iri gives way: the graph lacks it, not just this run's steps
+    assert g.id == "absent_iri" and g.text.startswith("wd:Q999999 occur nowhere in this graph")
+    # A count of nothing is nothing too.
+    zero = ran(tools, memory, "SELECT (COUNT(?w) AS ?n) WHERE { wd:Q999999 wdt:P61 ?w }", absent_of=tools.absent)
+    assert fired(zero, "after") == ["absent_iri"]
+    # Identifiers the graph has, and a false ASK: no absent_iri (unseen_iri, from memory, still speaks).
+    known = ran(tools, memory, "ASK { wd:Q1 wdt:P31 wd:Q213 }", absent_of=tools.absent)
+    assert fired(known, "after") == ["unseen_iri"]
+    # Rows: nothing to explain, and the graph is not asked.
+    asked: list[list[str]] = []
+    rows = ran(tools, memory, DISCOVERERS_OF_OXYGEN, absent_of=lambda iris: asked.append(list(iris)) or [])
+    assert fired(rows, "after") == [] and asked == []
+
+
 def test_unseen_iri_ignores_shared_vocabularies_and_prefix_lines(memory: Memory) -> None:
     query = (
         "PREFIX ex: <https://demo.sparqlnav.org/entity/>\n"

@@ -473,6 +473,32 @@ def test_retrieve_prompt_declares_every_prefix_its_shapes_use_and_shows_sample_v
     assert "Ontology" not in names.group(1).split(", ")
 
 
+def test_retrieve_sends_back_a_false_ask_over_an_identifier_the_graph_lacks(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
+) -> None:
+    schema = kg_schema(ck25)
+    guessed = "ASK { prodi:empl-Karen.Brant%40company.org pv:memberOf prodi:dept-00000 }"
+    right = "ASK { prodi:empl-Karen.Brant%40company.org pv:memberOf ?d . ?d pv:name \"Engineering\" }"
+    head = f"```sparql\nPREFIX pv: <{PV}>\nPREFIX prodi: <{PRODI}>\n"
+    with LocalIndex(None, None) as index:
+        index.build(shape_docs(schema, labels=ck25.names.labels_of(schema.class_names)))
+        scripted_llm.script([
+            Reply(json.dumps({"sub_questions": ["department of an employee"], "classes": ["Employee"]})),
+            Reply(head + guessed + "\n```"),
+            Reply(head + right + "\n```"),
+            Reply("Yes."),
+        ])
+        answer = create_retrieve(config(scripted_llm), index=index, schema=schema).run(
+            "Is Karen Brant in Engineering?", ck25, Trace()
+        )
+    # "false" over a department id the graph does not have is no answer: it goes back once, with why.
+    fix = str(scripted_llm.requests[2]["messages"][-1]["content"])
+    assert "matched nothing, over identifiers the graph does not have" in fix
+    assert "prodi:dept-00000 occur nowhere in this graph" in fix and "empl-Karen" not in fix.split("occur")[0]
+    assert answer.sparql is not None and answer.sparql.rstrip().endswith('pv:memberOf ?d . ?d pv:name "Engineering" }')
+    assert answer.results is not None and answer.results.boolean is True
+
+
 def test_retrieve_shows_the_shape_of_a_class_the_decomposition_names(
     scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
 ) -> None:

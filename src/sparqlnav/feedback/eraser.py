@@ -40,6 +40,7 @@ DEFAULT_LARGE_ROWS = 500
 DEFAULT_SINGULAR_ROWS = 7  # the cascade's default (CascadeSettings.singular_rows, measured on CK25)
 # Namespaces of shared vocabularies: using their terms needs no prior observation.
 VOCABULARY_NAMESPACES = tuple(WELL_KNOWN.values())
+ABSENT_CHECKED = 12  # identifiers of one query checked for existence
 _AGGREGATE = re.compile(r"\b(COUNT|SUM|AVG|MIN|MAX|SAMPLE|GROUP_CONCAT)\s*\(", re.I)
 _NAME_VAR = re.compile(r"(label|name|title)s?$", re.I)
 
@@ -295,6 +296,18 @@ class StepContext:
     result: QueryResult | None = None
     build: BuildView | None = None  # the query builder's state (the build strategy only)
     question: str | None = None  # set when the step's result is meant as the answer (its shape is checked)
+    # Which of some identifiers the graph lacks (the strategy's toolkit asks the graph); asked only when a query
+    # matched nothing, once per step.
+    absent_of: Callable[[Sequence[str]], list[str]] | None = None
+    _absent: list[str] | None = field(default=None, repr=False)
+
+    def absent_iris(self) -> list[str]:
+        """The identifiers of the step's query that occur nowhere in the graph (asked once; none without a way)."""
+        if self._absent is None:
+            iris = query_iris(self.query or "", self.prefixes, self.memory.vocab)
+            wanted = [i for i in iris if not i.startswith(VOCABULARY_NAMESPACES)][:ABSENT_CHECKED]
+            self._absent = self.absent_of(wanted) if self.absent_of is not None and wanted else []
+        return self._absent
 
     @property
     def prefixes(self) -> PrefixMap:
@@ -523,6 +536,39 @@ def stop_answer_shape(ctx: StepContext, opts: FeedbackOptions) -> Details | None
     return {"problem": mismatch, "step": step} if mismatch else None
 
 
+def absent_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query matched nothing (no rows, a false ASK, or only zeros) and names identifiers that occur nowhere in
+    the graph: that, not the data, is why (a relay model's ASK over a guessed `ontology:Dhampir` said "false")."""
+    r = ctx.result
+    if ctx.query is None or r is None or ctx.absent_of is None or not _matched_nothing(r):
+        return None
+    missing = ctx.absent_iris()
+    if not missing:
+        return None
+    return {"iris": ", ".join(ctx.prefixes.compact(i) for i in missing[:8])}
+
+
+def _matched_nothing(r: QueryResult) -> bool:
+    """No rows, a false ASK, or one row of zeros (COUNT or SUM over nothing)."""
+    if _no_rows(r):
+        return True
+    table = r.table
+    if not r.ok or table is None:
+        return False
+    if table.boolean is not None:
+        return table.boolean is False
+    if len(table.rows) != 1 or not table.rows[0]:
+        return False
+    return all(_is_zero(t.value) for t in table.rows[0].values())
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return float(text) == 0
+    except ValueError:
+        return False
+
+
 def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The query ran and matched nothing (no rows, or an ASK that is false), and names graph-specific IRIs that no
     observation showed (rows confirm the names exist, and a failed query has its own guideline: a warning then is
@@ -530,6 +576,8 @@ def unseen_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     r = ctx.result
     if ctx.query is None or r is None or not (_no_rows(r) or (r.ok and r.table is not None and r.table.boolean is False)):
         return None
+    if ctx.absent_of is not None and ctx.absent_iris():
+        return None  # absent_iri says more: the graph lacks them, not just this run's observations
     seen = ctx.memory.seen
     unseen = [
         i
@@ -743,6 +791,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         lookup_failed,
         unknown_entity,
         stop_answer_shape,
+        absent_iri,
         unseen_iri,
         unbound_projection,
         filter_alone,

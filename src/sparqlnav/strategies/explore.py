@@ -296,6 +296,7 @@ class _Run:
             call=call,
             extra_calls=max(0, len(reply.tool_calls) - 1),
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
+            absent_of=self.tools.absent,
         )
         if ctx.finishing:
             ctx.question = self.question  # the chosen rows are meant as the answer: their shape is checked

@@ -7,6 +7,7 @@ finds nothing, and explain the result. About one LLM call per step; no explorati
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, annotated_shape, main_classes
+from sparqlnav.tools.lookup import absent
 from sparqlnav.tools.toolkit import Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
@@ -65,7 +67,9 @@ _BARE_QUERY = re.compile(r"(?is)((?:PREFIX\s+\S*\s*<[^>]*>\s*)*(?:SELECT|ASK|CON
 _UNSURE_LINE = re.compile(r"(?im)^[ \t*_]*UNSURE[ \t*_]*:[ \t]*(.*?)[ \t*_]*$")
 # Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
 ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
-                     "refused", "engine_error", "unbound_projection", "answer_shape")
+                     "refused", "engine_error", "unbound_projection", "answer_shape", "absent_iri")
+# Guidelines that send even a query with rows (or a false ASK) back once: its answer cannot be trusted as it is.
+REDO_ANSWERED = ("answer_shape", "absent_iri")
 
 
 class Decomposition(BaseModel):
@@ -279,7 +283,7 @@ class _Run:
             if self.options.engine_fix:
                 guidelines = self._engine_guidelines(attempt.query, attempt.result)
                 # Rows are sent back only when their shape is wrong; the other notes ride along with it.
-                if not _answered(attempt.result) or any(g.id == "answer_shape" for g in guidelines):
+                if not _answered(attempt.result) or any(g.id in REDO_ANSWERED for g in guidelines):
                     attempt = self.engine_fix(ctx, attempt, guidelines)
             self.chosen = attempt
         except (LLMError, IndexUnavailable, EmbedderUnavailable) as exc:
@@ -542,7 +546,9 @@ class _Run:
         for g in guidelines:
             self.trace.emit("feedback", id=g.id, source=g.source, text=g.text)
         details = render_guidelines(guidelines) or result.message
-        if _answered(result):
+        if any(g.id == "absent_iri" for g in guidelines):
+            outcome = "matched nothing, over identifiers the graph does not have"
+        elif _answered(result):
             outcome = f"returned {len(result.table or ())} row(s) that do not fit the question"
         elif result.outcome in (Outcome.EMPTY, Outcome.OK):
             outcome = "returned no rows"
@@ -574,7 +580,7 @@ class _Run:
         text = result.table.to_markdown(self.kg.prefixes) if result.table is not None else result.describe()
         ctx = StepContext(memory=memory, call=ToolCall(id="retrieve", name="execute_sparql", arguments={"query": query}),
                           query=query, observation=Observation(text, result, ok=result.ok), result=result,
-                          question=self.question)
+                          question=self.question, absent_of=functools.partial(absent, self.kg))
         return [g for g in feedback.check(ctx, "after") if g.id in ENGINE_GUIDELINES]
 
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:

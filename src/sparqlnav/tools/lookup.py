@@ -21,6 +21,7 @@ DEFAULT_PROPERTIES = 4
 EDGE_LIMIT = 2000
 CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: skipped when slow)
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
+ABSENT_SECONDS = 5.0  # the one query asking which of a query's identifiers the graph lacks
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
@@ -363,6 +364,22 @@ class EntityPage:
             if self.incoming_truncated:
                 lines.append(f"    (counted over the first {INCOMING_LIMIT} incoming edges; there are more)")
         return "\n".join(lines)
+
+
+def absent(kg: KnowledgeGraph, iris: Iterable[str], *, timeout_s: float = ABSENT_SECONDS) -> list[str]:
+    """Those of `iris` that occur nowhere in the graph (as subject, predicate or object), by one query; none when
+    the query fails (the check is a hint, never a verdict on a slow endpoint)."""
+    wanted = [i for i in dict.fromkeys(iris) if _IRI_OK.match(i)]
+    if not wanted:
+        return []
+    values = " ".join(f"<{i}>" for i in wanted)
+    query = (f"SELECT ?i WHERE {{ VALUES ?i {{ {values} }} "
+             "FILTER NOT EXISTS { { ?i ?p ?o } UNION { ?s ?p ?i } UNION { ?s ?i ?o } } }")
+    result = kg.endpoint.query(query, timeout_s=timeout_s)
+    if not result.ok or result.table is None:
+        return []
+    found = {r["i"].value for r in result.table.rows if "i" in r}
+    return [i for i in wanted if i in found]
 
 
 def _label_part(iri: str, label: str | None) -> str:

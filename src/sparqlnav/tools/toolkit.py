@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from sparqlnav.tools.lookup import (
     LookupFailed,
     PropertyExamples,
     SearchResult,
+    absent,
     entity,
     property_examples,
     resolve,
@@ -156,6 +157,10 @@ class Toolkit:
         except NAME_SERVICE_ERRORS:
             labels = {}  # labels are a courtesy: the rows stand without them
         return Observation(result.table.to_markdown(self.kg.prefixes, labels), result)
+
+    def absent(self, iris: Sequence[str]) -> list[str]:
+        """Those of `iris` that occur nowhere in the graph (one traced query; none when it fails)."""
+        return absent(self.kg, iris)
 
     def _index(self) -> KGIndex | Observation:
         """The KG's retrieval index, or a failed observation saying why there is none."""
