@@ -95,6 +95,7 @@ class RetrieveOptions:
 
     k_examples: int = 8
     k_shapes: int = 6
+    k_ranges: int = 3  # shapes of classes met only as ranges of those shown (pv:Manager), smallest first
     k_endpoints: int = 2
     max_fixes: int = 3
     engine_fix: bool = True
@@ -419,7 +420,7 @@ class _Run:
         ]
         # Small shapes first: classes met only as a range are often small (pv:Manager) and cheap to show.
         extra.sort(key=lambda c: len(schema.classes[c].predicates) if schema is not None else 0)
-        for cls in extra[: self.options.k_shapes - 2]:
+        for cls in extra[: self.options.k_ranges]:
             assert schema is not None
             text = self._shape(schema, cls)
             blocks.append(f"- {schema.compact(cls)} (a range of the classes above):\n\n```\n{text}\n```")
