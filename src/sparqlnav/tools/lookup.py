@@ -22,6 +22,7 @@ EDGE_LIMIT = 2000
 CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: skipped when slow)
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 ABSENT_SECONDS = 5.0  # the one query asking which of a query's identifiers the graph lacks
+_WORD = re.compile(r"[^\W_]+")
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
 
@@ -59,10 +60,10 @@ class SearchResult:
     def to_text(self, kg: KnowledgeGraph) -> str:
         """Readable lines for a person or an LLM."""
         lines = [f"Entities matching {self.query!r}{self._count(len(self.entities), self.entity_total)}"
-                 f"{_weak(self.entities)}:"]
+                 f"{_weak(self.entities, self.query)}:"]
         lines += [_hit_line(h, kg, self._class_note(h.iri, kg)) for h in self.entities] or ["  (none)"]
         lines.append(f"Properties matching {self.query!r}{self._count(len(self.properties), self.property_total)}"
-                     f"{_weak(self.properties)}:")
+                     f"{_weak(self.properties, self.query)}:")
         lines += [_hit_line(h, kg) for h in self.properties] or ["  (none)"]
         if self.note:
             lines.append(f"Note: {self.note}")
@@ -88,10 +89,15 @@ class SearchResult:
         return f" ({shown} of {total}{'+' if self.total_capped else ''} matches)"
 
 
-def _weak(hits: list[NameHit]) -> str:
+def _weak(hits: list[NameHit], query: str) -> str:
     """" — none close, the nearest" when no hit matches well: look-alikes ("salary" → "Salinas-Kelly") are no
-    evidence that the graph holds the thing (relay models spent a step each time to find that out)."""
-    return " — none close, the nearest" if hits and max(h.score for h in hits) < STRONG_SCORE else ""
+    evidence that the graph holds the thing (relay models spent a step each time to find that out). A hit named by
+    words of the query is close however the whole phrase scores ("cold resist" → `ontology:cold`)."""
+    if not hits or max(h.score for h in hits) >= STRONG_SCORE:
+        return ""
+    words = set(_WORD.findall(query.lower()))
+    named = any((parts := _WORD.findall(h.label.lower())) and set(parts) <= words for h in hits)
+    return "" if named else " — none close, the nearest"
 
 
 def _hit_line(h: NameHit, kg: KnowledgeGraph, kind: str = "") -> str:
