@@ -94,7 +94,7 @@ class RetrieveOptions:
     """Knobs of the retrieve strategy (defaults follow SPARQL-LLM: 5–10 examples, at most 3 fixes)."""
 
     k_examples: int = 8
-    k_shapes: int = 6
+    k_shapes: int = 5  # retrieved shapes; classes the decomposition names come first
     k_ranges: int = 3  # shapes of classes met only as ranges of those shown (pv:Manager), smallest first
     k_endpoints: int = 2
     max_fixes: int = 3
