@@ -376,7 +376,16 @@ def test_bestiary_digest_types_the_properties_past_the_first_ones_and_repeats_no
     # Past Beast's first twelve properties, alike ones share their range (relay players asked what `str` holds).
     also = beast.split("; also ", 1)[1]
     assert re.search(r"ontology:str, [^;]*→ xsd:integer;", also)
-    assert "ontology:hasSpecAbils → ontology:SpecialAbilities" in also
+    assert "ontology:hasSpecAbils (only 5 uses) → ontology:SpecialAbilities" in also
+    # A property few instances have says so, with its uses on the class (a relay model spent two steps finding out).
+    resists = bestiary.endpoint.query(
+        "SELECT (COUNT(*) AS ?n) WHERE { ?b a <http://www.semanticweb.org/annab/ontologies/2022/3/ontology#Beast> ; "
+        "<http://www.semanticweb.org/annab/ontologies/2022/3/ontology#hasResists> ?r }"
+    ).table
+    assert resists is not None
+    assert f"ontology:hasResists (only {resists.rows[0]['n'].value} uses) → ontology:Resists" in also
+    # A range typed owl:NamedIndividual too names only the class.
+    assert "ontology:hasLanguages → ontology:Language (" in beast and "NamedIndividual" not in beast
     # So the class it points at needs no `←` line, and nothing else repeats an edge.
     assert "- ontology:SpecialAbilities (5; subclass of ontology:Offense, not typed ontology:Offense too)\n" in text
     assert "←" not in text and text.splitlines()[0].endswith("what a property's values are:")
