@@ -147,9 +147,10 @@ def test_ui_streams_steps_and_reruns_sparql(
         # The answer first: the finished run's steps fold into one line, which opens them again.
         steps = page.locator(".turn .steps")
         assert steps.evaluate("d => d.open") is False and page.locator(".events").is_hidden()
-        # Three queries ran: the search's lookup of its hits' classes, then the model's two.
-        assert page.inner_text(".steps-summary") == "linked Alice Wunderlich · 3 queries · answer from query #3"
-        assert page.get_attribute(".event.gave-answer", "data-query") == "3"
+        # Four queries ran: the search's lookup of its hits' classes, the model's empty guess, the check of whether
+        # the graph has the guess's identifiers (absent_iri), then the model's answer.
+        assert page.inner_text(".steps-summary") == "linked Alice Wunderlich · 4 queries · answer from query #4"
+        assert page.get_attribute(".event.gave-answer", "data-query") == "4"
         page.screenshot(path=str(shots / "answer-steps-collapsed.png"))
         page.click(".turn .steps > summary")
         assert steps.evaluate("d => d.open") is True and page.locator(".event.gave-answer").is_visible()
