@@ -98,10 +98,12 @@ def test_ck25_system_prompt_has_the_digest_and_only_the_prefixes_that_matter(
         assert rows is not None
         most[prop] = int(rows.rows[0]["m"].value)
     assert most["hasCategory"] == 3
-    assert f"pv:compatibleProduct → pv:Hardware (up to {most['compatibleProduct']} per instance) (stored both ways: " \
-        "one direction finds every link)" in system
+    assert f"pv:compatibleProduct → pv:Hardware (up to {most['compatibleProduct']} per instance) (every link stored " \
+        "in both directions: query one direction only)" in system
     assert "pv:hasCategory → pv:ProductCategory (up to 3 per instance)" in system
-    assert system.count("(stored both ways") == 1
+    assert system.count("(every link stored in both directions") == 1
+    # An example value's namespace gets its prefix listed (a relay player hesitated to write dbpedia:France).
+    assert "pv:country → IRI, e.g. dbpedia:United_States" in system and "dbpedia: <http://dbpedia.org/resource/>" in system
     # Single-valued links say nothing (every employee is a member of one department).
     assert "pv:memberOf → pv:Department;" in system or "pv:memberOf → pv:Department\n" in system
     assert "pv:memberOf → pv:Department" in system

@@ -200,9 +200,12 @@ class Digests:
         # known to be small, so a big endpoint's first question never waits on them.
         triples = kg.extra.get("triples")
         small = isinstance(triples, int) and triples <= self.options.profile_triples
-        probes = probe(kg, schema, classes[:12], pmap, self.options) if small else Probes()
+        # Example values may be in namespaces the schema does not use (CK25's pv:country → dbpedia:…): they are
+        # written with any prefix the graph declares, and that prefix is then listed.
+        every = {**dict(kg.prefixes.items()), **prefixes}
+        probes = probe(kg, schema, classes[:12], PrefixMap(every), self.options) if small else Probes()
         text = render_digest(schema, pmap, classes, self.options, labelled=labelled, names=names, probes=probes)
-        shown = shown_prefixes(prefixes, text, instance_ns, invented)
+        shown = shown_prefixes(every, text, instance_ns, invented)
         return Digest(text, shown, invented, labelled, names, source, probes)
 
     def _instance_namespaces(self, kg: KnowledgeGraph, classes: Iterable[str]) -> list[str]:
@@ -417,7 +420,7 @@ def _class_row(
         if (c, p.iri) in probes.several:
             rng += f" (up to {probes.several[(c, p.iri)]} per instance)"
         if p.iri in probes.both_ways:
-            rng += " (stored both ways: one direction finds every link)"
+            rng += " (every link stored in both directions: query one direction only)"
         parts.append(f"{prefixes.compact(p.iri)} → {rng}{spelled.get(p.iri, '')}")
     more = len(preds) - options.properties_per_class
     # A subclass whose instances are typed only by it (CK25's pv:Manager) is missed by a query on the
@@ -541,6 +544,6 @@ def annotated_shape(
         if iri and (class_iri, iri) in probes.several:
             line += ("  #" if "  # " not in line else ";") + f" up to {probes.several[(class_iri, iri)]} per instance"
         if iri and iri in probes.both_ways:
-            line += ("  #" if "  # " not in line else ";") + " stored both ways: one direction finds every link"
+            line += ("  #" if "  # " not in line else ";") + " every link stored in both directions: query one direction only"
         out.append(line)
     return "\n".join(out)
