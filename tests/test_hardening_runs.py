@@ -30,6 +30,7 @@ from sparqlnav.faces.service import KGPool
 from sparqlnav.graph.endpoint import Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.store import LocalGraph
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.tools.toolkit import Toolkit
@@ -158,6 +159,8 @@ def test_a_timed_out_ask_frees_its_slot_and_hangs_up_on_the_llm(
 
 def test_a_timed_out_ask_cancels_its_sparql_query(settings: Settings, tiny: KnowledgeGraph) -> None:  # noqa: F811
     slow = SlowQuery(values_product(400, 3))  # 64 million rows: seconds of work for the engine
+    assert isinstance(tiny.endpoint, LocalGraph)
+    restarts = tiny.endpoint.server.restarts
     app = create_app(
         settings, ServeConfig(request_timeout_s=1.0), kgs={"tiny": tiny}, strategy_factory=factory_with(slow=slow)
     )
@@ -166,6 +169,9 @@ def test_a_timed_out_ask_cancels_its_sparql_query(settings: Settings, tiny: Know
         assert r.status_code == 504
         assert slow.ended.wait(GUARD_S)
         assert slow.how == "cancelled"  # not a result that arrived after the request had given up
+        # The engine did not compute on to the query's 120 s limit: its process was stopped, and the next query runs.
+        assert tiny.endpoint.server.restarts == restarts + 1
+        assert tiny.endpoint.query("ASK { ?s ?p ?o }").outcome is Outcome.OK
         assert client.get("/health").json() | {"version": None} == {
             "status": "ok", "version": None, "active_runs": 0, "finishing_runs": 0, "max_concurrent": 64
         }
