@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
 from typing import Any, Protocol
@@ -47,6 +47,7 @@ from sparqlnav.retrieval.index import (
     Mode,
     RetrievalIndex,
     SchemaUnavailable,
+    fuse_hits,
     search_all,
 )
 from sparqlnav.retrieval.indexes import KGIndexes
@@ -146,6 +147,16 @@ def shape_block(hit: IndexHit, content: str | None = None) -> str:
 
 
 _PNAME = re.compile(r"(?<![\w<#/:.-])([A-Za-z][\w.-]*)?:(?=[A-Za-z_])")
+
+
+def _named_shapes(per_text: Mapping[str, Sequence[IndexHit]], classes: Sequence[str]) -> list[IndexHit]:
+    """Among each class name's own hits, the shape whose class is called just that (`Employee` → pv:Employee)."""
+    found: list[IndexHit] = []
+    for name in dict.fromkeys(c.strip() for c in classes):
+        want = _plain_name(name)
+        found += [h for h in per_text.get(name, []) if want in (
+            _plain_name(local_name(str(h.doc.meta.get("class", "")))), _plain_name(h.doc.title or ""))][:1]
+    return found
 
 
 def _plain_name(name: str) -> str:
@@ -326,19 +337,6 @@ class _Run:
                         + ". Classes: " + (", ".join(parts.classes) or "(none)") + ".")
         return parts
 
-    def _named_shapes(self, index: RetrievalIndex, classes: Sequence[str]) -> list[IndexHit]:
-        """The shapes whose class is called just what the decomposition named (`Employee` → pv:Employee)."""
-        names = [c for c in dict.fromkeys(classes) if c.strip()]
-        if not names:
-            return []
-        found: list[IndexHit] = []
-        for name, hits in zip(names, index.search_many(names, k=3, kinds=["shape"], mode=self.options.mode),
-                              strict=True):
-            want = _plain_name(name)
-            found += [h for h in hits if want in (_plain_name(local_name(str(h.doc.meta.get("class", "")))),
-                                                  _plain_name(h.doc.title or ""))][:1]
-        return found
-
     def _excluded(self, index: RetrievalIndex) -> set[str]:
         splits = self.strategy.example_splits
         if splits is None:
@@ -363,11 +361,13 @@ class _Run:
             if key not in seen and len(examples) < o.k_examples:
                 seen.add(key)
                 examples.append(hit)
-        shapes = search_all(index, [*parts.classes, *parts.sub_questions, self.question], k=o.k_shapes,
-                            kinds=["shape"], mode=o.mode)
+        # One search for the shapes: each text's own hits, then fused.
+        texts = [t for t in dict.fromkeys(t.strip() for t in [*parts.classes, *parts.sub_questions, self.question]) if t]
+        per_text = dict(zip(texts, index.search_many(texts, k=o.k_shapes, kinds=["shape"], mode=o.mode), strict=True))
+        shapes = fuse_hits(list(per_text.values()), k=o.k_shapes)
         # A class the decomposition names outright is shown whatever the fusion ranked (a relay model listed
         # "Employee" for "Who is our Sensor expert?" and got no pv:Employee shape).
-        named = self._named_shapes(index, parts.classes)
+        named = _named_shapes(per_text, parts.classes)
         shapes = list({h.doc.id: h for h in [*named, *shapes]}.values())[: max(o.k_shapes, len(named))]
         endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
         self.trace.emit("action", tool="retrieve", arguments={"texts": [self.question, *parts.sub_questions],
