@@ -116,6 +116,9 @@ class Vocabulary:
         return lang in self.languages or lang.split("-")[0] in self.languages
 
 
+_NOT_ALNUM = re.compile(r"[^0-9a-z]")
+
+
 def local_name(iri: str) -> str:
     """The last segment of an IRI (after #, / or :), URL-decoded where safe."""
     from urllib.parse import unquote
@@ -129,8 +132,7 @@ def label_adds(iri: str, label: str | None) -> bool:
     category" or `prodi:prod-cat-Sensor` "Sensor": no), so prompts show it only then."""
     if not label:
         return False
-    squeeze = re.compile(r"[^0-9a-z]")
-    return squeeze.sub("", label.lower()) not in squeeze.sub("", local_name(iri).lower())
+    return _NOT_ALNUM.sub("", label.lower()) not in _NOT_ALNUM.sub("", local_name(iri).lower())
 
 
 def humanise(name: str) -> str:

@@ -76,10 +76,8 @@ class SearchResult:
             return ""
         named = []
         for c in classes:
-            shown = kg.prefixes.compact(c)
             label = self.class_labels.get(c)
-            plain = re.sub(r"[\W_]+", "", (label or "").lower())
-            named.append(f"{shown} {label!r}" if plain and plain not in re.sub(r"[\W_]+", "", shown.lower()) else shown)
+            named.append(kg.prefixes.compact(c) + (f" {label!r}" if label_adds(c, label) else ""))
         return f" (a {', '.join(named)})"
 
     def _count(self, shown: int, total: int | None) -> str:
