@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.folders import Outside, files_under
 from sparqlnav.retrieval.index import Doc, DocKind
 
 DocumentKind = Literal["passage", "table", "infobox"]
@@ -431,13 +432,14 @@ def file_docs(path: Path, name: str) -> list[Doc]:
     return [d for page in read_pages(path, name=name) for d in page_docs(page, name)]
 
 
-def find_files(paths: Sequence[Path]) -> list[tuple[Path, str]]:
+def find_files(paths: Sequence[Path], outside: list[Outside] | None = None) -> list[tuple[Path, str]]:
     """The readable files under the given files and folders, each with its reference name (relative to the
-    folder given, or the file's own name), in a stable order."""
+    folder given, or the file's own name), in a stable order; a folder's symlinks leading out of it are skipped
+    (appended to `outside`), a file named outright is read wherever it is."""
     found: list[tuple[Path, str]] = []
     for given in paths:
         if given.is_dir():
-            for path in sorted(p for p in given.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES):
+            for path in files_under(given, lambda p: p.suffix.lower() in SUFFIXES, outside):
                 found.append((path, path.relative_to(given).as_posix()))
         elif given.is_file():
             if given.suffix.lower() not in SUFFIXES:
@@ -466,10 +468,11 @@ class CorpusStats:
     passages: int = 0
     tables: int = 0
     infoboxes: int = 0
+    outside: list[Outside] = field(default_factory=list)  # symlinks out of a folder given, skipped
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
-        return dict(vars(self))
+        return {**vars(self), "outside": [o.to_json() for o in self.outside]}
 
 
 class DocumentCorpus:
@@ -494,8 +497,9 @@ class DocumentCorpus:
                progress: Callable[[str, int, int], None] | None = None) -> CorpusStats:
         """Read the files under `paths` (only new or changed ones); with `replace`, files no longer given are
         dropped. Saved at the end, so a failure keeps the previous corpus."""
-        found = find_files(paths)
-        stats = CorpusStats(files=len(found))
+        outside: list[Outside] = []
+        found = find_files(paths, outside)
+        stats = CorpusStats(files=len(found), outside=outside)
         files: dict[str, dict[str, Any]] = {} if replace else dict(self.files)
         for n, (path, name) in enumerate(found):
             if progress:

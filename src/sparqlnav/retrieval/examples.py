@@ -14,6 +14,7 @@ import pyoxigraph as ox
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset
+from sparqlnav.folders import Outside, files_under
 from sparqlnav.graph.endpoint import Endpoint
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
 from sparqlnav.sparql.prefixes import declare_prefixes
@@ -258,25 +259,29 @@ def _form_of(query: str) -> str:
         return "SELECT"
 
 
-def _files(path: Path) -> Iterator[Path]:
+def _files(path: Path, outside: list[Outside] | None) -> Iterator[Path]:
     if path.is_dir():
         # A folder means RDF example files (benchmark files are named explicitly).
-        yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in RDF_SUFFIXES)
+        yield from files_under(path, lambda p: p.suffix.lower() in RDF_SUFFIXES, outside)
     else:
         yield path
 
 
-def load_examples(paths: Iterable[Path | str], *, endpoint: str | None = None, language: str = "en") -> list[Example]:
+def load_examples(
+    paths: Iterable[Path | str], *, endpoint: str | None = None, language: str = "en",
+    outside: list[Outside] | None = None,
+) -> list[Example]:
     """Examples from files and folders: RDF (`sh:SPARQLExecutable`) or benchmark files; ids are unique.
 
-    `endpoint` is the target of examples that do not name one (benchmark files never do)."""
+    `endpoint` is the target of examples that do not name one (benchmark files never do). A folder's symlinks
+    leading out of it are skipped and appended to `outside`; a file named outright is read wherever it is."""
     rdf: list[Path] = []
     out: list[Example] = []
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.exists():
             raise ExamplesError(f"no such file or folder: {path}")
-        for f in _files(path):
+        for f in _files(path, outside):
             suffix = f.suffix.lower()
             if suffix in RDF_SUFFIXES:
                 rdf.append(f)
