@@ -27,6 +27,12 @@ from sparqlnav.settings import Settings  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
+DATA_MISSING = (
+    "benchmark data not found at ../shared/data (or $SPARQLNAV_DATA): put CK25 (github.com/eccenca/ck25-dataset) "
+    "and the other sets the README's Development section lists there"
+)
+
+
 def shared_data() -> Path | None:
     """../shared/data or $SPARQLNAV_DATA, when present."""
     path = Path(os.environ.get("SPARQLNAV_DATA") or REPO.parent / "shared" / "data")
@@ -38,7 +44,7 @@ def data_dir() -> Path:
     """Third-party benchmark data (tests needing it skip when it is absent)."""
     path = shared_data()
     if path is None:
-        pytest.skip("../shared/data is not available")
+        pytest.skip(DATA_MISSING)
     return path
 
 

@@ -130,13 +130,13 @@ def test_updates_and_foreign_services_are_refused_and_data_is_unchanged(folder: 
 
 @pytest.fixture
 def served(folder: Path, tmp_path: Path) -> Iterator[tuple[OxigraphServer, OxigraphServer]]:
-    """Two real SPARQL endpoints on loopback (people, and their writings)."""
+    """Two real SPARQL endpoints on loopback (people, and their writings); a's engine may call b's."""
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "w.ttl").write_text(OTHER_TTL)
-    a = OxigraphServer(ensure_store(rdf_files(folder / "people.ttl"), tmp_path / "s").data_dir)
     b = OxigraphServer(ensure_store(rdf_files(tmp_path / "w"), tmp_path / "s").data_dir)
-    a.ensure_running()
     b.ensure_running()
+    a = OxigraphServer(ensure_store(rdf_files(folder / "people.ttl"), tmp_path / "s").data_dir, allowed=[b.url])
+    a.ensure_running()
     yield a, b
     a.stop()
     b.stop()

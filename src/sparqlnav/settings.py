@@ -39,6 +39,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("limits", "timeout_s"): ("SPARQLNAV_TIMEOUT",),
     ("limits", "max_rows"): ("SPARQLNAV_MAX_ROWS",),
     ("limits", "max_bytes"): ("SPARQLNAV_MAX_BYTES",),
+    ("limits", "engine_memory_bytes"): ("SPARQLNAV_ENGINE_MEMORY",),
     ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
     ("remote", "headers"): ("SPARQLNAV_HEADERS",),
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),

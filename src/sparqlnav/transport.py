@@ -27,9 +27,10 @@ import httpx
 from sparqlnav.cancel import check as check_cancelled
 from sparqlnav.cancel import current as current_signal
 
-__all__ = ["POLL_S", "Deadline", "guarded_transport", "sdk_http"]
+__all__ = ["POLL_S", "TOO_LARGE", "Deadline", "guarded_transport", "sdk_http"]
 
 POLL_S = 0.2  # how often a waiting read looks at the run's cancel signal
+TOO_LARGE = "the response is larger than"  # the start of a capped read's error message
 
 # The connection library under each HTTP client library.
 _CORE = {"httpx": "httpcore", "httpx2": "httpcore2"}
@@ -68,11 +69,20 @@ class _Stream:
     """A connection (httpcore's NetworkStream) whose socket operations keep the deadline and whose reads notice
     a cancelled run."""
 
-    def __init__(self, inner: Any, deadline: Deadline, core: ModuleType) -> None:
-        self._inner, self._deadline, self._core = inner, deadline, core
+    def __init__(self, inner: Any, deadline: Deadline, core: ModuleType, cap: int | None = None) -> None:
+        self._inner, self._deadline, self._core, self._cap = inner, deadline, core, cap
+        self._read = 0  # bytes read since the request was written: its response, however the body is framed
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        """Read, waiting no longer than the deadline allows and stopping when the run is cancelled."""
+        """Read, waiting no longer than the deadline allows, stopping when the run is cancelled or the response
+        passes the cap."""
+        data = self._read_within(max_bytes, timeout)
+        self._read += len(data)
+        if self._cap is not None and self._read > self._cap:
+            raise self._core.ReadError(f"{TOO_LARGE} {self._cap:,} bytes")
+        return data
+
+    def _read_within(self, max_bytes: int, timeout: float | None) -> bytes:
         timeout = self._deadline.cut(timeout, self._core.ReadTimeout)
         if current_signal() is None:
             return bytes(self._inner.read(max_bytes, timeout))
@@ -90,6 +100,7 @@ class _Stream:
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         """Write, waiting no longer than the deadline allows."""
         check_cancelled()
+        self._read = 0  # a new request on a kept-alive connection: its response is counted afresh
         self._inner.write(buffer, self._deadline.cut(timeout, self._core.WriteTimeout))
 
     def close(self) -> None:
@@ -99,7 +110,7 @@ class _Stream:
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> _Stream:
         """TLS over this connection, the handshake ending by the deadline."""
         cut = self._deadline.cut(timeout, self._core.ConnectTimeout)
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, cut), self._deadline, self._core)
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, cut), self._deadline, self._core, self._cap)
 
     def get_extra_info(self, info: str) -> Any:
         """What the socket says (the pool asks whether an idle connection is still usable)."""
@@ -109,8 +120,8 @@ class _Stream:
 class _Backend:
     """Opens connections as httpcore does, wrapped to keep the deadline and notice cancellation."""
 
-    def __init__(self, inner: Any, deadline: Deadline, core: ModuleType) -> None:
-        self._inner, self._deadline, self._core = inner, deadline, core
+    def __init__(self, inner: Any, deadline: Deadline, core: ModuleType, cap: int | None) -> None:
+        self._inner, self._deadline, self._core, self._cap = inner, deadline, core, cap
 
     def connect_tcp(
         self,
@@ -123,28 +134,31 @@ class _Backend:
         """Connect, waiting no longer than the deadline allows."""
         check_cancelled()
         cut = self._deadline.cut(timeout, self._core.ConnectTimeout)
-        return _Stream(self._inner.connect_tcp(host, port, cut, local_address, socket_options), self._deadline, self._core)
+        stream = self._inner.connect_tcp(host, port, cut, local_address, socket_options)
+        return _Stream(stream, self._deadline, self._core, self._cap)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> _Stream:
         """Connect to a local socket, waiting no longer than the deadline allows."""
         cut = self._deadline.cut(timeout, self._core.ConnectTimeout)
-        return _Stream(self._inner.connect_unix_socket(path, cut, socket_options), self._deadline, self._core)
+        return _Stream(self._inner.connect_unix_socket(path, cut, socket_options), self._deadline, self._core, self._cap)
 
     def sleep(self, seconds: float) -> None:
         """Sleep (between the pool's own connection retries)."""
         self._inner.sleep(seconds)
 
 
-def guarded_transport(http: ModuleType = httpx, deadline: Deadline | None = None, **options: Any) -> Any:
-    """`http.HTTPTransport(**options)` (httpx or httpx2) whose connections keep `deadline` (if any) and notice a
-    cancelled run."""
+def guarded_transport(
+    http: ModuleType = httpx, deadline: Deadline | None = None, *, max_response_bytes: int | None = None, **options: Any
+) -> Any:
+    """`http.HTTPTransport(**options)` (httpx or httpx2) whose connections keep `deadline` (if any), notice a
+    cancelled run, and, with `max_response_bytes`, fail a response that passes that size (headers included)."""
     core = import_module(_CORE[http.__name__])
     transport = http.HTTPTransport(**options)
     pool = transport._pool  # the libraries offer no other way to give their pool a network backend
     if isinstance(pool, core.ConnectionPool):
-        pool._network_backend = _Backend(pool._network_backend, deadline or _NO_DEADLINE, core)
+        pool._network_backend = _Backend(pool._network_backend, deadline or _NO_DEADLINE, core, max_response_bytes)
     return transport
 
 

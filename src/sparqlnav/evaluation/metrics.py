@@ -55,6 +55,7 @@ normalised gold part is a substring of the normalised answer; and an LLM judge's
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -181,9 +182,21 @@ def bindings(results: Results) -> list[Row]:
     return list(results.get("results", {}).get("bindings", []))
 
 
+# A number written with a fraction or an exponent: the same average summed in another order differs in its last
+# digits (29.28676470588236 against 29.286764705882362), so such numbers are compared at 10 significant digits.
+_FRACTIONAL = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)")
+NUMBER_DIGITS = 10
+
+
 def term_key(term: Mapping[str, Any]) -> TermKey:
-    """The identity of one cell for every metric: its value (lexical form), whatever its datatype."""
-    return _value_text(term.get("value"))
+    """The identity of one cell for every metric: its value (lexical form), whatever its datatype; a fractional
+    number by its value at NUMBER_DIGITS significant digits (a relative tolerance of about 1e-9)."""
+    text = _value_text(term.get("value"))
+    if _FRACTIONAL.fullmatch(text):
+        number = float(text)
+        if math.isfinite(number):
+            return f"{number:.{NUMBER_DIGITS}g}"
+    return text
 
 
 def _value_text(value: Any) -> str:

@@ -22,9 +22,11 @@ from sparqlnav.faces.logs import LogFormat
 from sparqlnav.faces.output import (
     TABLE_JSON,
     TABLE_JSON_CSV,
+    DataConsole,
     FormatOpt,
     JsonOpt,
     OutputFormat,
+    cell,
     check_form,
     chosen_format,
     write_json,
@@ -80,13 +82,13 @@ class CliError(SparqlnavError):
 
 
 def out() -> Console:
-    """Console for results (stdout)."""
-    return Console(soft_wrap=True)
+    """Console for results (stdout): data in it is never read as markup codes, emoji codes or control sequences."""
+    return DataConsole()
 
 
 def err() -> Console:
-    """Console for progress and messages (stderr)."""
-    return Console(stderr=True, soft_wrap=True)
+    """Console for progress and messages (stderr), as safe for data as `out()`."""
+    return DataConsole(stderr=True)
 
 
 def settings_for(
@@ -168,7 +170,7 @@ def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     for v in table.vars:
         rt.add_column("?" + v, overflow="fold")
     for row in table.display_rows(graph.prefixes, labels):
-        rt.add_row(*row)
+        rt.add_row(*(cell(value) for value in row))
     return rt
 
 
@@ -1051,6 +1053,7 @@ def index_command(
         _index_names(kg, settings_for(timeout), json_output)
         return
 
+    from sparqlnav.folders import Outside, describe_outside
     from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
     from sparqlnav.retrieval.examples import ExamplesError, load_examples
@@ -1066,9 +1069,10 @@ def index_command(
     from sparqlnav.retrieval.indexes import index_documents
 
     settings = settings_for(timeout)
+    outside: list[Outside] = []  # symlinks out of a folder given, skipped and said so in the summary
     try:
         chosen = make_embedder(embedder, embedding=settings.embedding)
-        found = load_examples(examples or [], endpoint=endpoint)
+        found = load_examples(examples or [], endpoint=endpoint, outside=outside)
     except (EmbedderUnavailable, ExamplesError) as exc:
         raise CliError(str(exc)) from None
     for path in void or []:
@@ -1117,6 +1121,7 @@ def index_command(
         "embedder": spec, **stats.to_json(),
         **({"files": corpus.files, "files_read": corpus.read, "files_unchanged": corpus.unchanged} if corpus else {}),
         **({"synthesized": synthesized} if synthesize_examples > 0 else {}),
+        "skipped": [o.to_json() for o in [*outside, *(corpus.outside if corpus else [])]],
     }  # fmt: skip
     if json_output:
         print(json.dumps(summary, ensure_ascii=False))
@@ -1126,7 +1131,8 @@ def index_command(
     out().print(
         f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s)"
         f"{documents} in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
-        f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s",
+        f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s"
+        + "".join(f"\n{line}" for line in describe_outside([*outside, *(corpus.outside if corpus else [])])),
         markup=False, highlight=False,
     )
 
@@ -1148,15 +1154,17 @@ def _human_age(seconds: float) -> str:
 @cache_app.callback(invoke_without_command=True)
 def cache_command(ctx: typer.Context, format: FormatOpt = None, json_output: JsonOpt = False) -> None:
     """List the stores built from local RDF files: source, size, age, and whether the source changed since."""
-    from sparqlnav.graph.cache import list_stores
+    from sparqlnav.graph.cache import survey
 
     if ctx.invoked_subcommand is not None:
         return
     fmt = chosen_format(format, json_output, allowed=TABLE_JSON_CSV, verb="cache")
     stores_dir = settings_for(None).paths.stores_dir
-    stores = list_stores(stores_dir)
+    found = survey(stores_dir)
+    stores = found.stores
     if fmt is OutputFormat.json:
-        write_json({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores]})
+        write_json({"stores_dir": str(stores_dir), "stores": [s.to_json() for s in stores],
+                    "left_alone": [e.to_json() for e in found.left_alone]})
         return
     if fmt is OutputFormat.csv:
         write_records([s.to_json() for s in stores], ["path", "files", "triples", "size_bytes", "age_s", "status"])
@@ -1166,25 +1174,39 @@ def cache_command(ctx: typer.Context, format: FormatOpt = None, json_output: Jso
         table.add_column(column, overflow="fold", no_wrap=column == "store")
     for s in stores:
         source = s.files[0] if len(s.files) == 1 else f"{len(s.files)} files under {os.path.commonpath(s.files)}" if s.files else "?"
-        table.add_row(s.path.name, source, str(s.triples), human_size(s.size_bytes), _human_age(s.age_s), s.status)
+        table.add_row(cell(s.path.name), cell(source), str(s.triples), human_size(s.size_bytes), _human_age(s.age_s),
+                      s.status)
     out().print(table)
     err().print(f"{len(stores)} store(s), {human_size(sum(s.size_bytes for s in stores))}", markup=False, highlight=False)
+    for entry in found.left_alone:
+        err().print(f"not a store, left alone: {entry.path.name} ({entry.why})", markup=False, highlight=False)
+    if stores_dir.is_symlink():
+        err().print(f"{stores_dir} is a symlink: `cache clear` removes nothing through it", markup=False, highlight=False)
 
 
 @cache_app.command("clear")
 def cache_clear_command(
-    everything: Annotated[bool, typer.Option("--all", help="Remove every store, not only stale and damaged ones.")] = False,
+    everything: Annotated[bool, typer.Option("--all", help="Remove every store, not only stale and damaged ones (never a folder sparqlnav did not make).")] = False,
     format: FormatOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Remove stores whose source files changed or are gone, damaged ones and abandoned builds (--all: every store)."""
-    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="cache clear") is OutputFormat.json
-    from sparqlnav.graph.cache import clear_stores
+    """Remove stores whose source files changed or are gone, damaged ones and abandoned builds (--all: every store).
 
-    removed = clear_stores(settings_for(None).paths.stores_dir, everything=everything)
+    Only folders sparqlnav made are removed; anything else is left alone and named, and nothing through a symlink."""
+    json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="cache clear") is OutputFormat.json
+    from sparqlnav.graph.cache import StoresFolderError, clear_stores
+
+    try:
+        cleared = clear_stores(settings_for(None).paths.stores_dir, everything=everything)
+    except StoresFolderError as exc:
+        raise CliError(str(exc)) from None
+    removed = cleared.stores
     if json_output:
-        print(json.dumps({"removed": [s.to_json() for s in removed]}, ensure_ascii=False))
+        print(json.dumps({"removed": [s.to_json() for s in removed], "left_alone": [e.to_json() for e in cleared.left_alone]},
+                         ensure_ascii=False))
         return
     for s in removed:
         out().print(f"removed {s.path.name} ({', '.join(s.files) or s.status}, {human_size(s.size_bytes)})", markup=False, highlight=False)
+    for entry in cleared.left_alone:
+        err().print(f"not a store, left alone: {entry.path.name} ({entry.why})", markup=False, highlight=False)
     err().print(f"{len(removed)} store(s) removed, {human_size(sum(s.size_bytes for s in removed))} freed", markup=False, highlight=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -13,9 +14,11 @@ from typing import Annotated, Any
 
 import pyoxigraph as ox
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.graph.results import ResultTable, Term, spreadsheet_safe
 from sparqlnav.sparql.guard import QueryForm
 
 
@@ -80,8 +83,8 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, list | tuple):
-        return "; ".join(_cell(v) for v in value)
-    return str(value)
+        return spreadsheet_safe("; ".join(_cell(v) for v in value))
+    return spreadsheet_safe(str(value))
 
 
 def write_records(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
@@ -146,3 +149,28 @@ def write_result(
         sys.stdout.write(rdf_text(table, fmt, prefixes))
     else:
         raise FormatError("tables for people are drawn by the verb itself")
+
+
+# C0 and C1 control characters but newline and tab: ESC sequences in data could clear or rewrite the screen.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text from data with its control characters written as escapes (ESC → \\x1b), so it cannot drive a terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def cell(text: str) -> Text:
+    """A table cell of data: shown as it is (no markup, no emoji codes), control characters escaped."""
+    return Text(terminal_safe(text))
+
+
+class DataConsole(Console):
+    """A console for output that holds data: no emoji codes (`:label:` stays text), and text printed as a plain
+    string has its control characters escaped. Markup is only read where a call asks for it."""
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        super().__init__(stderr=stderr, soft_wrap=True, emoji=False)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(terminal_safe(o) if isinstance(o, str) else o for o in objects), **kwargs)

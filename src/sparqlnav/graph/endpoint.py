@@ -11,6 +11,7 @@ import enum
 import heapq
 import io
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -20,7 +21,7 @@ from urllib.parse import quote
 
 import httpx
 import pyoxigraph as ox
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav.graph.results import ResultTable, Term
@@ -33,6 +34,16 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_ROW_BYTES = 1024 * 1024
+ENGINE_MEMORY_FLOOR = 256 * 1024 * 1024
+
+
+def default_engine_memory() -> int:
+    """A local engine's memory ceiling for this machine: a quarter of its memory, at least 1 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 1024**3
+    return max(1024**3, total // 4)
 # JSON bodies up to this size are parsed whole by the json module (fast); longer ones term by term by
 # pyoxigraph, so memory stays near this size plus one row whatever the endpoint sends.
 WHOLE_JSON_BYTES = 4 * 1024 * 1024
@@ -91,6 +102,18 @@ class Limits:
     max_rows: int = Field(default=DEFAULT_MAX_ROWS, ge=1)
     max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
     max_row_bytes: int = Field(default=DEFAULT_MAX_ROW_BYTES, ge=1)  # one row (or triple): a huge literal
+    # A local engine process's heap: one small query can build gigabytes (doubling CONCATs), which no row cap sees.
+    engine_memory_bytes: int = Field(default_factory=default_engine_memory, ge=ENGINE_MEMORY_FLOOR)
+
+    @field_validator("engine_memory_bytes", mode="before")
+    @classmethod
+    def _with_unit(cls, value: Any) -> Any:
+        """'4G', '512M', '2GiB' as well as a number of bytes."""
+        if isinstance(value, str):
+            text = value.strip().upper().removesuffix("IB").removesuffix("B")
+            scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
+            return int(float(text[:-1] if scale > 1 else text) * scale)
+        return value
 
 
 @runtime_checkable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -111,6 +112,19 @@ class Term:
 Row = dict[str, Term]
 
 
+
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP's CSV injection advice).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(value: str) -> str:
+    """A CSV cell a spreadsheet will not run: a leading =, +, -, @, tab or CR gets a ' before it (numbers stay)."""
+    if value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 @dataclass
 class ResultTable:
     """Rows of bindings (SELECT), triples (CONSTRUCT/DESCRIBE) or a boolean (ASK).
@@ -171,7 +185,7 @@ class ResultTable:
         return cls(vars=list(head.get("vars") or []), rows=rows)
 
     def to_csv(self) -> str:
-        """SPARQL 1.1 CSV results (plain values)."""
+        """SPARQL 1.1 CSV results (plain values; a value a spreadsheet would read as a formula gets a leading ')."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\r\n")
         if self.boolean is not None:
@@ -180,7 +194,7 @@ class ResultTable:
             return buf.getvalue()
         writer.writerow(self.vars)
         for row in self.rows:
-            writer.writerow([row[v].value if v in row else "" for v in self.vars])
+            writer.writerow([spreadsheet_safe(row[v].value) if v in row else "" for v in self.vars])
         return buf.getvalue()
 
     # -- people and LLMs ------------------------------------------------------------------

@@ -36,8 +36,21 @@ import pyoxigraph as ox
 
 from sparqlnav.cancel import RunCancelled
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, QueryResult, RemoteEndpoint
-from sparqlnav.graph.entities import EntityExpansionError, check_entity_expansion
+from sparqlnav.folders import Outside, describe_outside, files_under
+from sparqlnav.graph.endpoint import (
+    HttpOptions,
+    Limits,
+    Outcome,
+    QueryResult,
+    RemoteEndpoint,
+    default_engine_memory,
+)
+from sparqlnav.graph.entities import (
+    EntityExpansionError,
+    as_ntriples_bounded,
+    check_entity_expansion,
+)
+from sparqlnav.graph.netjail import PEAK_MEMORY_MARK, jail_command
 from sparqlnav.graph.progress import CountingReader, ProgressStep, Reporter
 
 FORMATS: dict[str, ox.RdfFormat] = {
@@ -56,6 +69,9 @@ FORMATS: dict[str, ox.RdfFormat] = {
 }
 STORE_FORMAT_VERSION = "1"  # bump when the on-disk layout changes, so old stores are rebuilt
 BUILD_PREFIX = ".build-"  # folders of stores being built; renamed to their key when complete
+# Written into every store (and build) folder sparqlnav makes: only folders holding it are ever removed.
+STORE_MARKER = ".sparqlnav-store"
+MARKER_TEXT = "sparqlnav built this store; `sparqlnav cache clear` may remove this folder.\n"
 CANCEL_KILL_AFTER_S = 0.5  # a cancelled query in flight this long is stopped by restarting the engine
 
 log = logging.getLogger(__name__)
@@ -72,7 +88,10 @@ def rdf_files(path: Path) -> list[Path]:
         if path.suffix.lower() not in FORMATS:
             raise LoadError(f"{path}: unknown RDF format (known: {', '.join(sorted(FORMATS))})")
         return [path]
-    found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS)
+    outside: list[Outside] = []
+    found = files_under(path, lambda p: p.suffix.lower() in FORMATS, outside)
+    for line in describe_outside(outside):  # a folder's symlinks may point anywhere; only the folder is served
+        log.warning("%s", line)
     if not found:
         raise LoadError(
             f"{path}: no RDF files found (known extensions: {', '.join(sorted(FORMATS))})"
@@ -115,10 +134,18 @@ def ensure_store(
     stores_dir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(stores_dir)
     final = stores_dir / store_key(files)
-    if final.exists():
+    if final.exists() or final.is_symlink():
+        if not made_by_sparqlnav(final):
+            raise LoadError(f"{final} is in the way: it is not a store sparqlnav made (no {STORE_MARKER}); move it")
         problem = store_damage(final)
         if problem is None:
+            if not (final / STORE_MARKER).is_file():
+                with contextlib.suppress(OSError):  # a store of a version before the marker; a read-only home keeps it as is
+                    _mark(final)
             return read_store(final)
+        if stores_dir.is_symlink():
+            raise LoadError(f"the store {final} is damaged ({problem}); sparqlnav removes nothing through the "
+                            f"symlinked stores folder {stores_dir}: remove {final.name} there yourself")
         notice = f"the store {final} is damaged ({problem}); rebuilding it from its source files"
         log.warning("%s", notice)
         if reporter:
@@ -135,7 +162,8 @@ def ensure_store(
         store = ox.Store(str(tmp / "oxigraph"))
         for i, f in enumerate(files):
             try:
-                _load_file(store, f, reporter, f"reading {f.name}" + (f" ({i + 1}/{len(files)})" if len(files) > 1 else ""))
+                _load_file(store, f, reporter, f"reading {f.name}" + (f" ({i + 1}/{len(files)})" if len(files) > 1 else ""),
+                           tmp)
             except SyntaxError as exc:
                 raise LoadError(f"cannot load {f}: {exc}") from None
         triples = len(store)
@@ -153,9 +181,20 @@ def ensure_store(
     return dataclasses.replace(read_store(final), built_s=time.monotonic() - started)
 
 
-def _load_file(store: ox.Store, f: Path, reporter: Reporter | None, task: str) -> None:
-    """Bulk-load one file; with a reporter, through a reader that counts the bytes the parser took."""
+def _load_file(store: ox.Store, f: Path, reporter: Reporter | None, task: str, scratch: Path) -> None:
+    """Bulk-load one file; with a reporter, through a reader that counts the bytes the parser took. RDF/XML is
+    parsed first in a child process under a memory ceiling (its entities expand inside the parser)."""
     fmt, base = FORMATS[f.suffix.lower()], f.resolve().as_uri()
+    if fmt == ox.RdfFormat.RDF_XML:
+        folder = Path(tempfile.mkdtemp(prefix="rdfxml-", dir=scratch))
+        try:
+            as_ntriples_bounded(f, folder / "converted.nt", base_iri=base, memory_bytes=default_engine_memory())
+            _load_file(store, folder / "converted.nt", reporter, task, scratch)
+        except EntityExpansionError as exc:
+            raise LoadError(f"cannot load {f}: {exc}") from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
     if reporter is None:
         store.bulk_load(path=str(f), format=fmt, base_iri=base)
         return
@@ -175,6 +214,29 @@ def read_store(path: Path) -> StoreInfo:
         return StoreInfo(path, tuple(str(f) for f in meta["files"]), int(meta["triples"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LoadError(f"cannot read {meta_path}: {type(exc).__name__}: {exc}") from None
+
+
+def made_by_sparqlnav(folder: Path) -> bool:
+    """Whether `folder` is a real folder sparqlnav made: it holds the marker, or (a store built before the marker
+    existed) a meta.json with sparqlnav's fields. A symlink never is, nor a bare folder."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    marker = folder / STORE_MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return True
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and isinstance(meta.get("files"), list) and isinstance(meta.get("triples"), int)
+            and isinstance(meta.get("created"), (int, float)))
+
+
+def _mark(folder: Path) -> None:
+    """Write the marker into a folder sparqlnav made; O_NOFOLLOW, so a planted symlink is not written through."""
+    fd = os.open(folder / STORE_MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(MARKER_TEXT)
 
 
 def store_damage(path: Path) -> str | None:
@@ -197,10 +259,12 @@ def store_damage(path: Path) -> str | None:
 def _take_lock(path: Path, *, wait: bool) -> IO[str] | None:
     """An open file holding an flock on `path` (created if need be), or None when another process holds it.
 
-    A lock on a file that was unlinked meanwhile guards nothing, so the path is checked to still be it.
+    A lock on a file that was unlinked meanwhile guards nothing, so the path is checked to still be it. A path
+    that is a symlink raises OSError (ELOOP): following it would create a file wherever it points.
     """
     while True:
-        held = path.open("a")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        held = os.fdopen(fd, "a")
         try:
             fcntl.flock(held, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -226,6 +290,7 @@ def _build_folder(stores_dir: Path, key: str) -> Iterator[Path]:
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        _mark(tmp)  # moves with the folder when it becomes the store: what lets a cleaner remove it
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -233,40 +298,64 @@ def _build_folder(stores_dir: Path, key: str) -> Iterator[Path]:
         held.close()
 
 
-def remove_leftovers(stores_dir: Path) -> list[Path]:
-    """Remove `.build-*` folders no live process is building in (left by a crash or a kill); return them."""
+def remove_leftovers(stores_dir: Path, left_alone: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Remove `.build-*` folders sparqlnav made that no live process is building in (left by a crash or a kill);
+    return them. Nothing is removed through a symlink: a symlinked stores folder is not cleaned, and symlinks and
+    folders without the marker are left as they are (appended to `left_alone` with why)."""
     removed: list[Path] = []
-    if not stores_dir.is_dir():
+    skipped: list[tuple[Path, str]] = []
+    if stores_dir.is_symlink() or not stores_dir.is_dir():
         return removed
     for entry in sorted(stores_dir.glob(BUILD_PREFIX + "*")):
         is_lock = entry.name.endswith(".lock")
         folder = entry.with_name(entry.name[: -len(".lock")]) if is_lock else entry
-        if is_lock and folder.exists():
+        lock = folder.with_name(folder.name + ".lock")
+        if entry.is_symlink():
+            skipped.append((entry, "a symlink"))
+            continue
+        if is_lock and (folder.exists() or folder.is_symlink()):
             continue  # handled with its folder
+        if not (entry.is_file() if is_lock else entry.is_dir()):
+            skipped.append((entry, "not a lock file" if is_lock else "not a folder"))
+            continue
+        if not is_lock and not lock.exists() and not made_by_sparqlnav(folder):
+            # A builder holds its lock file before its folder exists, so this is no live build; no lock is made for it.
+            skipped.append((folder, f"no {STORE_MARKER} marker"))
+            continue
         try:
-            held = _take_lock(folder.with_name(folder.name + ".lock"), wait=False)
+            held = _take_lock(lock, wait=False)
         except OSError:
-            continue  # a stores folder we may only read: leave it as it is
+            continue  # its lock is a symlink (said above), or a stores folder we may only read
         if held is None:
             continue  # its builder is alive
         try:
-            if not is_lock:
+            if is_lock:
+                if os.fstat(held.fileno()).st_size == 0:  # a lock file of ours is empty; anything else is not one
+                    lock.unlink(missing_ok=True)
+            elif made_by_sparqlnav(folder):  # read under the lock: a builder marks its folder as soon as it makes it
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
-            folder.with_name(folder.name + ".lock").unlink(missing_ok=True)
+                lock.unlink(missing_ok=True)
+            else:
+                skipped.append((folder, f"no {STORE_MARKER} marker"))
         finally:
             held.close()
+    if left_alone is not None:
+        left_alone.extend(skipped)
     return removed
 
 
 def _remove_superseded(stores_dir: Path, current: Path) -> None:
-    """Remove stores built earlier from the same files (since changed), so old versions do not pile up."""
+    """Remove stores built earlier from the same files (since changed), so old versions do not pile up; only
+    stores sparqlnav made, never through a symlink."""
     try:
         sources = read_store(current).files
     except LoadError:
         return
+    if stores_dir.is_symlink():
+        return
     for entry in stores_dir.iterdir():
-        if entry == current or entry.name.startswith(".") or not entry.is_dir():
+        if entry == current or entry.name.startswith(".") or not made_by_sparqlnav(entry):
             continue
         with contextlib.suppress(LoadError):
             if read_store(entry).files == sources:
@@ -326,6 +415,10 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
+# What the engine's allocator prints when the heap ceiling refuses it memory (Rust's alloc error handler).
+OUT_OF_MEMORY_MARK = b"memory allocation of "
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -333,20 +426,37 @@ def _free_port() -> int:
 
 
 class OxigraphServer:
-    """One `oxigraph serve-read-only` process on 127.0.0.1, started on demand and killed on timeouts."""
+    """One `oxigraph serve-read-only` process on 127.0.0.1, started on demand and killed on timeouts.
+
+    It runs inside `graph/netjail` (a network namespace from which only `allowed` endpoints can be reached, so
+    no reading of a query the guard let through can make it call anywhere else) with a heap ceiling of
+    `memory_bytes`; a query that needs more ends the process, which is restarted like after a crash.
+    """
 
     def __init__(
-        self, data_dir: Path, *, server_timeout_s: float = 3600.0, startup_s: float = 20.0
+        self,
+        data_dir: Path,
+        *,
+        server_timeout_s: float = 3600.0,
+        startup_s: float = 20.0,
+        allowed: Iterable[str] = (),
+        memory_bytes: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.server_timeout_s = server_timeout_s
         self.startup_s = startup_s
+        self.allowed = list(allowed)
+        self.memory_bytes = memory_bytes
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._lock = threading.Lock()
         self.restarts = 0
         self.generation = 0  # bumped at each start
+        self._memory_deaths: set[int] = set()  # generations that ended on the memory ceiling
+        self.last_peak_bytes = 0  # the peak memory of the last engine process that ended on its own
+        self._active = 0
+        self._peak: dict[int, int] = {}  # generation -> most queries in flight at once
 
     @property
     def url(self) -> str:
@@ -367,7 +477,7 @@ class OxigraphServer:
             # Keep the port across restarts when it is still free, so clients keep their URL.
             if attempt > 0 or not self.port:
                 self.port = _free_port()
-            cmd = [
+            engine = [
                 oxigraph_binary(),
                 "serve-read-only",
                 "--location",
@@ -378,6 +488,7 @@ class OxigraphServer:
                 "--timeout-s",
                 str(max(1, int(self.server_timeout_s))),
             ]
+            cmd = jail_command(engine, port=self.port, allowed=self.allowed, memory_bytes=self.memory_bytes)
             # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
             self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
             self._proc = _SPAWNER.popen(
@@ -406,9 +517,54 @@ class OxigraphServer:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
         if self._log is not None:
+            if self._ran_out_of_memory():
+                self._memory_deaths.add(self.generation)
+            self._log.seek(0)
+            for line in self._log.read().decode(errors="replace").splitlines():
+                if line.startswith(PEAK_MEMORY_MARK):  # the launcher's last word on an engine that ended
+                    self.last_peak_bytes = int(line.removeprefix(PEAK_MEMORY_MARK).split()[0])
             self._log.close()
             self._log = None
         self._proc = None
+
+    def _ran_out_of_memory(self) -> bool:
+        assert self._log is not None
+        self._log.seek(0)
+        return OUT_OF_MEMORY_MARK in self._log.read()
+
+    def begin_query(self) -> int:
+        """Count a query in flight; return the generation it runs on."""
+        with self._lock:
+            self._active += 1
+            self._peak[self.generation] = max(self._peak.get(self.generation, 0), self._active)
+            return self.generation
+
+    def end_query(self) -> None:
+        """A query counted by begin_query is done."""
+        with self._lock:
+            self._active -= 1
+
+    def memory_death(self, generation: int, *, wait_s: float = 2.0) -> tuple[bool, bool]:
+        """Whether the process of `generation` ended on the memory ceiling, and whether it ran no other query
+        at the time (so the query that saw it go is the one that needed the memory)."""
+        with self._lock:
+            if generation == self.generation and self._proc is not None and self._log is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=wait_s)  # the connection drops a moment before the process is gone
+                if self._proc.poll() is not None and self._ran_out_of_memory():
+                    self._memory_deaths.add(generation)
+            return generation in self._memory_deaths, self._peak.get(generation, 0) <= 1
+
+    def engine_pid(self) -> int | None:
+        """The engine process's id (the launcher's child), for measuring it; None when not running."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else proc.pid
 
     def restart(self, generation: int | None = None) -> None:
         """Kill the process (stopping whatever it was computing); the next query starts a new one.
@@ -443,10 +599,13 @@ class LocalGraph:
         self.info = info
         self.name = name
         self.limits = limits or Limits()
-        self._server = OxigraphServer(
-            info.data_dir, server_timeout_s=max(self.limits.timeout_s, 1.0) + 1
-        )
         self._allowed = list(allowed_services)
+        self._server = OxigraphServer(
+            info.data_dir,
+            server_timeout_s=max(self.limits.timeout_s, 1.0) + 1,
+            allowed=self._allowed,
+            memory_bytes=self.limits.engine_memory_bytes,
+        )
         self._http = http
         self._remote: RemoteEndpoint | None = None
         self._client_lock = threading.Lock()
@@ -483,9 +642,10 @@ class LocalGraph:
         really stops."""
         given = timeout_s if timeout_s is not None else self.limits.timeout_s
         deadline = time.monotonic() + given
+        memory_deaths = 0
         for attempt in range(5):
             endpoint = self._endpoint()
-            generation = self._server.generation
+            generation = self._server.begin_query()
             # A retry gets what is left of the time limit, not a fresh one.
             limit = given if attempt == 0 else max(0.1, deadline - time.monotonic())
             started = time.monotonic()
@@ -498,9 +658,19 @@ class LocalGraph:
                 if time.monotonic() - started >= CANCEL_KILL_AFTER_S:
                     self._server.restart(generation)
                 raise
+            finally:
+                self._server.end_query()
             if result.outcome is Outcome.TIMEOUT:
                 self._server.restart(generation)
                 result.message = f"the query did not finish within {given:g} s"
+            if result.outcome is Outcome.UNREACHABLE:
+                out_of_memory, alone = self._server.memory_death(generation)
+                memory_deaths += out_of_memory
+                # The one query in flight when the ceiling was hit needed that memory; with others beside it, each
+                # is retried once and the one that meets the ceiling again is it.
+                if out_of_memory and (alone or memory_deaths > 1):
+                    self._server.restart(generation)
+                    return QueryResult(sparql, Outcome.ENGINE_ERROR, message=self._memory_message(), endpoint=self.name)
             if result.outcome is not Outcome.UNREACHABLE or time.monotonic() >= deadline:
                 break
             # The process died under us (killed for another thread's timeout, or crashed): restart and retry.
@@ -511,6 +681,13 @@ class LocalGraph:
                 sparql, Outcome.TIMEOUT, message=f"the query did not finish within {given:g} s", endpoint=self.name
             )
         return result
+
+    def _memory_message(self) -> str:
+        ceiling = self.limits.engine_memory_bytes / 1024**3
+        return (
+            f"the query needed more memory than allowed ({ceiling:.1f} GiB, SPARQLNAV_ENGINE_MEMORY): "
+            "it builds values too large to hold; simplify it"
+        )
 
     def close(self) -> None:
         """Stop the server process."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import json
 import os
 import re
+import socket
 import tempfile
 import threading
 import time
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
-from sparqlnav.transport import Deadline, guarded_transport, sdk_http
+from sparqlnav.transport import TOO_LARGE, Deadline, guarded_transport, sdk_http
 
 if TYPE_CHECKING:
     import openai  # imported when a client is made: it takes a second, and many runs need no LLM
@@ -122,6 +124,8 @@ class LLMConfig(BaseModel):
     max_backoff_s: float = Field(default=30.0, ge=0)
     max_retry_after_s: float = Field(default=120.0, ge=0)
     tool_mode: ToolMode = "native"
+    # A reply is a few KB of JSON; a server sending gigabytes must not fill our memory with them.
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cache_dir: Path | None = None
 
@@ -794,7 +798,9 @@ class LLMClient:
             timeout=config.timeout_s,
             max_retries=0,
             http_client=http.Client(
-                transport=guarded_transport(http, self._deadline), timeout=config.timeout_s, follow_redirects=True
+                transport=guarded_transport(http, self._deadline, max_response_bytes=config.max_response_bytes),
+                timeout=config.timeout_s,
+                follow_redirects=True,
             ),
         )
 
@@ -1044,8 +1050,16 @@ class LLMClient:
                 reporter(number, "timeout", self._clock() - started, error=last)
                 raise _Failure(last) from exc
             except openai.APIConnectionError as exc:
-                last = f"connection failed ({_one_line(str(exc.__cause__ or exc))})"
+                cause = _one_line(str(exc.__cause__ or exc))
+                if cause.startswith(TOO_LARGE):  # the same server would send the same again: no retry
+                    reporter(number, "unparseable", self._clock() - started, error=cause)
+                    raise LLMError(f"LLM request to {where} failed: {cause}", attempts=number) from exc
+                last = f"connection failed ({cause})"
                 reporter(number, "unreachable", self._clock() - started, error=last)
+                if number > 1 and _nobody_there(exc):
+                    # A refused connection or an unknown host is not busy, it is absent: one retry, not five.
+                    raise LLMError(f"LLM request to {where} failed after {number} attempt(s): {last}",
+                                   attempts=number) from exc
                 raise _Failure(last) from exc
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -1144,6 +1158,20 @@ class LLMClient:
 
 def _accept_any(reply: LLMReply) -> None:
     """Any reply will do (plain chat)."""
+
+
+def _nobody_there(exc: BaseException) -> bool:
+    """Whether a connection error says no server is there at all (refused, or a host name that does not resolve)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK's error wraps httpx's, which wraps httpcore's, which wraps the OSError
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError | socket.gaierror):
+            return True
+        if isinstance(seen, OSError) and seen.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class _Failure(Retryable):

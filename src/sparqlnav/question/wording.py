@@ -75,13 +75,16 @@ def unit_labels(terms: Iterable[Term], names: Names) -> dict[str, str]:
 
 
 def _date(value: str, *, year_only: bool) -> str:
-    """ "1774-08-01T00:00:00Z" → "1774" (a year is asked) or "1 August 1774"; a time other than midnight stays."""
+    """ "1774-08-01T00:00:00Z" → "1774" (a year is asked) or "1 August 1774"; 1 January at midnight → the year;
+    a time other than midnight stays."""
     m = _DATE.match(value.strip())
     if m is None:
         year = re.match(r"^(-?\d{1,})", value.strip())
         return _year(year.group(1)) if year and year_only else value
     y, month, day, hh, mm, ss, _ = m.groups()
-    if year_only:
+    # A timestamp on 1 January at midnight is how year-precision values are stored (Wikidata writes 1868 as
+    # 1868-01-01T00:00:00Z): without a stated precision, it reads as the year, not as "1 January 1868".
+    if year_only or ((month, day) == ("01", "01") and (hh, mm, ss) == ("00", "00", "00")):
         return _year(y)
     if not 1 <= int(month) <= 12:
         return value

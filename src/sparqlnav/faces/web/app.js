@@ -176,9 +176,11 @@
     return span;
   }
 
-  /** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180). */
+  /** A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180); a value a spreadsheet would
+   * run as a formula (a leading =, +, -, @, tab or CR, numbers aside) gets a ' before it, as the CLI's CSV does. */
   function csvField(text) {
-    const s = String(text);
+    let s = String(text);
+    if (/^[=+\-@\t\r]/.test(s) && !/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(s)) s = "'" + s;
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
 

@@ -1,0 +1,90 @@
+"""What a new user trips on (issue 26), each as they typed it: labels read as emoji codes in `entity`, dates said at a
+precision the data does not have, numbers that differ in their last digits scored as wrong, and a README that
+names a file nobody has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import conftest
+from sparqlnav.faces.cli import app
+from sparqlnav.graph.results import XSD, Term
+from sparqlnav.question.wording import Asked, for_people
+from test_cli import run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_entity_prints_property_names_not_emoji(tmp_path: Path) -> None:
+    """Item 4: `sparqlnav entity Q2` printed `rdfs🏷 helium` (`:label:` read as an emoji code)."""
+    res = run("entity", "Q2", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "rdfs:label" in res.stdout and "helium" in res.stdout
+    assert "🏷" not in res.stdout
+
+
+def test_a_year_precision_timestamp_reads_as_the_year() -> None:
+    """Item 5: "When was helium discovered?" said "1 January 1868" for 1868-01-01T00:00:00Z."""
+    stamp = Term("literal", "1868-01-01T00:00:00Z", XSD + "dateTime")
+    assert for_people(stamp, Asked.of("When was helium discovered?")) == "1868"
+    real_day = Term("literal", "1774-08-01T00:00:00Z", XSD + "dateTime")
+    assert for_people(real_day, Asked.of("When was oxygen discovered?")) == "1 August 1774"
+    new_years_noon = Term("literal", "1900-01-01T12:30:00Z", XSD + "dateTime")
+    assert for_people(new_years_noon, Asked.of("When?")) == "1 January 1900, 12:30"
+
+
+def test_the_demo_answers_a_discovery_date_as_a_year(tmp_path: Path) -> None:
+    res = run("ask", "When was helium discovered?", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1868" in res.stdout and "January" not in res.stdout
+
+
+def _results(value: str) -> dict[str, object]:
+    return {"head": {"vars": ["avg"]}, "results": {"bindings": [{"avg": {"type": "literal", "value": value}}]}}
+
+
+def test_score_compares_numbers_with_a_relative_tolerance(tmp_path: Path) -> None:
+    """Item 11: the same average summed in another order scored 0."""
+    lines = [
+        {"id": "same", "gold": _results("29.28676470588236"), "predicted": _results("29.286764705882362")},
+        {"id": "other", "gold": _results("29.28676470588236"), "predicted": _results("29.2867")},
+        {"id": "ids", "gold": _results("007"), "predicted": _results("7")},  # integers stay as written
+    ]
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    res = CliRunner().invoke(app, ["score", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    per_line = {item["id"]: item["row_f1"] for item in json.loads(res.output)["items"]}
+    assert per_line == {"same": 1.0, "other": 0.0, "ids": 0.0}
+
+
+def test_the_readme_names_the_files_it_uses_and_skips_say_where_data_comes_from() -> None:
+    """Item 12: the README used `--kg ck25.ttl`, a file CK25 does not have."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "ck25.ttl" not in readme and "--kg prod-inst.ttl" in readme
+    assert "github.com/eccenca/ck25-dataset" in readme or "eccenca/ck25-dataset" in readme
+    assert "eccenca/ck25-dataset" in conftest.DATA_MISSING
+
+
+def test_a_dead_llm_fails_after_one_retry() -> None:
+    """Item 7: a base URL where nothing listens took 5 attempts per stage (33 s for auto)."""
+    import socket
+
+    from sparqlnav.llm.client import CallRecord, LLMClient, LLMConfig, LLMError, Message
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    records: list[CallRecord] = []
+    config = LLMConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", retry_backoff_s=0)
+    with LLMClient(config) as client:
+        try:
+            client.chat([Message.user("hi")], record=records.append)
+        except LLMError as exc:
+            assert exc.attempts == 2 and "Connection refused" in str(exc)
+        else:
+            raise AssertionError("a dead LLM answered")
+    assert [r.outcome for r in records] == ["unreachable", "unreachable"]
