@@ -64,7 +64,7 @@ def test_formats_and_errors_on_a_small_graph(tmp_path: Path) -> None:
 
 def test_ask_shows_a_readable_number_of_steps(tmp_path: Path) -> None:
     """Without an LLM `ask` says so in one line, answers, and cuts long runs of queries to a count."""
-    res = run("ask", "How many elements did Humphry Davy discover?", home=tmp_path)
+    res = run("ask", "How many elements did Humphry Davy discover?", "-v", home=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("no LLM configured") == 1
     assert "more queries" in res.stderr and res.stderr.count(" sparql ") <= 30

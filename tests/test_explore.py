@@ -612,7 +612,7 @@ def test_cli_ask_explore_json_and_live_steps(scripted_llm: ScriptedLLM, sn_home:
     assert out["usage"]["llm_calls"] == 6 and out["usage"]["sparql_queries"] == 2  # the search's classes, the query
     assert [e["kind"] for e in out["trace"]].count("rollback") == 1
     scripted_llm.script(script)
-    shown = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    shown = subprocess.run([*cmd, "-v"], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert "thought Look oxygen up." in shown.stderr
     assert 'action search({"query": "oxygen"})' in shown.stderr

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 import conftest
+import test_ui
 from sparqlnav.faces.cli import app
+from sparqlnav.faces.http import ServeConfig, background, create_app
+from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import XSD, Term
 from sparqlnav.question.wording import Asked, for_people
+from sparqlnav.settings import Settings
 from test_cli import run
 
 REPO = Path(__file__).resolve().parents[1]
+browser_page = test_ui.browser_page
 
 
 def test_entity_prints_property_names_not_emoji(tmp_path: Path) -> None:
@@ -88,3 +95,55 @@ def test_a_dead_llm_fails_after_one_retry() -> None:
         else:
             raise AssertionError("a dead LLM answered")
     assert [r.outcome for r in records] == ["unreachable", "unreachable"]
+
+
+def test_ask_prints_the_answer_and_one_summary_line_and_the_steps_with_v(tmp_path: Path) -> None:
+    """Item 10: `ask` printed 47 trace lines for a one-line answer."""
+    plain = run("ask", "Who discovered oxygen?", home=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == "The answers are Joseph Priestley and Carl Wilhelm Scheele."
+    said = [line for line in plain.stderr.splitlines() if line.strip()]
+    assert len(said) == 2 and said[0].startswith("no LLM configured")
+    assert said[1].startswith("lexical · answered · ") and said[1].endswith("-v for the steps")
+    steps = run("ask", "Who discovered oxygen?", "-v", home=tmp_path)
+    assert " sparql " in steps.stderr and "SPARQL" in steps.stdout and len(steps.stderr.splitlines()) > 5
+
+
+def test_ask_exits_alike_in_every_format_when_nothing_is_found(tmp_path: Path) -> None:
+    """Item 10: `ask --format csv` on a not-found question exited 1; table and json exited 0."""
+    question = "What is the salary of helium?"
+    codes = {}
+    for fmt in ("table", "json", "csv", "turtle"):
+        res = run("ask", question, "--format", fmt, home=tmp_path)
+        codes[fmt] = res.returncode
+        if fmt in ("csv", "turtle"):
+            assert res.stdout == "" and "could not find an answer" in res.stderr
+    assert codes == {"table": 0, "json": 0, "csv": 0, "turtle": 0}
+
+
+@pytest.mark.slow
+def test_the_folded_steps_name_only_what_the_answer_used(settings: Settings, demo: KnowledgeGraph, browser_page: Any) -> None:
+    """Item 10: the folded summary said "linked oxygen, group 16" for "Who discovered oxygen?"."""
+    page = browser_page
+    with background(create_app(settings, ServeConfig(mcp=False), kgs={"demo": demo})) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("body[data-ready=true]")
+        page.fill("#question", "Who discovered oxygen?")
+        page.click("#ask-button")
+        page.wait_for_selector(".turn.done, .turn.failed", timeout=30_000)
+        summary = page.inner_text(".steps-summary")
+        assert summary.startswith("linked oxygen · ") and "group 16" not in summary, summary
+
+
+@pytest.mark.data
+def test_start_page_examples_read_as_a_person_would_ask(ck25: KnowledgeGraph) -> None:
+    """Item 8: CK25's start page offered "How many hardwares are there?", "List the hardwares with their has
+    category." and "How many prices are there?"."""
+    from sparqlnav.tools.starters import StarterQuestions, plural
+
+    questions = StarterQuestions().get(ck25).questions
+    assert "How many hardware items are there?" in questions
+    assert "List the hardware items with their category." in questions
+    assert not any("price" in q.lower() or "hardwares" in q or " has " in q for q in questions), questions
+    assert [plural(w) for w in ("software", "Spells", "status", "class")] == ["software items", "Spells", "statuses",
+                                                                           "classes"]

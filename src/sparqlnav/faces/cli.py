@@ -354,11 +354,17 @@ def ask(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show every step as it happens, the final query and its rows.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer: no summary line.")] = False,
     sources: SourcesOpt = None,
     machine: MachineOpt = False,
 ) -> None:
-    """Answer a question: find entities, write and run SPARQL, explain the result."""
+    """Answer a question: find entities, write and run SPARQL, explain the result.
+
+    Prints the answer and one summary line (-v: the steps, the query and its rows too). Exits 0 when the run
+    ended, answered or not found, in every format (csv/turtle/ntriples then write no rows), and 1 on an error."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.strategies import make_strategy
 
@@ -380,7 +386,7 @@ def ask(
     with opened(kg, settings) as graph:
         shown = _StepPrinter(console)
         result = ask_question(
-            question, kg=graph, strategy=chosen, on_event=None if for_programs or quiet else shown
+            question, kg=graph, strategy=chosen, on_event=shown if verbose and not for_programs else None
         )
         shown.close()
         if fmt is OutputFormat.json:
@@ -388,7 +394,7 @@ def ask(
         elif for_programs:
             _write_answer_result(result, fmt, graph)
         else:
-            _show_answer(result, graph, console)
+            _show_answer(result, graph, console, verbose=verbose, summary=not quiet)
         if result.status == "error":
             raise typer.Exit(1)
 
@@ -397,21 +403,24 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
     """The rows of an answer's query in csv, turtle or ntriples (the answer's words go to stderr)."""
     from sparqlnav.sparql.guard import query_form
 
-    if result.results is None or result.sparql is None:
-        raise CliError(f"no results to write as {fmt.value}: {result.text}")
-    write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
+    if result.results is not None and result.sparql is not None:
+        write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
+    # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
 
 
-def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> None:
-    """The final SPARQL, its rows and the answer on stdout; what it cost on `console`."""
+def _show_answer(
+    result: Answer, graph: KnowledgeGraph, console: Console, *, verbose: bool = True, summary: bool = True
+) -> None:
+    """The answer on stdout (with `verbose`, the final SPARQL and its rows before it); what it cost on `console`."""
     screen = out()
-    if result.sparql:
-        screen.rule("SPARQL", style="dim")
-        screen.print(result.sparql.strip(), markup=False, highlight=False)
-    if result.results is not None and not result.results.is_boolean and result.results.rows:
-        screen.print(rich_table(result.results, graph))
-    screen.rule("Answer", style="dim")
+    if verbose:
+        if result.sparql:
+            screen.rule("SPARQL", style="dim")
+            screen.print(result.sparql.strip(), markup=False, highlight=False)
+        if result.results is not None and not result.results.is_boolean and result.results.rows:
+            screen.print(rich_table(result.results, graph))
+        screen.rule("Answer", style="dim")
     screen.print(result.text, markup=False, highlight=False)
     for item in result.extra.get("evidence", []):
         mark = "cited" if item["used"] else "not cited"
@@ -419,11 +428,13 @@ def _show_answer(result: Answer, graph: KnowledgeGraph, console: Console) -> Non
                      markup=False, highlight=False, style="dim")
     for branch, why in result.extra.get("failed", {}).items():
         console.print(f"source {branch} failed: {why}", markup=False, highlight=False, style="yellow")
+    if not summary:
+        return
     u = result.trace.usage
     console.print(
         f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
-        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s",
-        style="dim",
+        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s" + ("" if verbose else " · -v for the steps"),
+        style="dim", markup=False, highlight=False,
     )
 
 

@@ -47,8 +47,23 @@ def varied(items: list[tuple[str, str]], limit: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*first, *rest]))[:limit]
 
 
+# Nouns English does not count ("How many hardwares" reads wrong): they are counted as items of the thing.
+UNCOUNTABLE = frozenset({
+    "hardware", "software", "equipment", "information", "data", "furniture", "staff", "personnel", "research",
+    "evidence", "money", "news", "luggage", "baggage", "machinery", "merchandise", "clothing", "feedback", "advice",
+    "knowledge", "traffic", "weather", "music", "art", "water", "food", "mail", "jewelry", "literature", "media",
+})  # fmt: skip
+_VERB_START = re.compile(r"^(?:is|are|was|were|can|does|do|did)\b", re.IGNORECASE)
+
+
 def plural(noun: str) -> str:
-    """An English plural good enough for class names (`person` → `persons`, `city` → `cities`)."""
+    """An English plural good enough for class names (`person` → `persons`, `city` → `cities`, `hardware` →
+    `hardware items`)."""
+    last = noun.split()[-1].lower()
+    if last in UNCOUNTABLE:
+        return noun + " items"
+    if re.search(r"[^sui]s$", last):
+        return noun  # already plural: a class named "Spells"
     if re.search(r"[^aeiou]y$", noun):
         return noun[:-1] + "ies"
     if re.search(r"(s|x|z|ch|sh)$", noun):
@@ -67,21 +82,46 @@ def schema_questions(kg: KnowledgeGraph, schema: Schema, limit: int) -> tuple[st
         words_of,  # numpy comes with it: only when a schema needs names
     )
 
-    classes = main_classes(schema)[:limit]
+    every = main_classes(schema)
+    things = [c for c in every if not _value_nodes(schema, c)]
+    classes = (things or every)[:limit]
     skip = {RDF_TYPE, *kg.vocab.types, *kg.vocab.labels, *kg.vocab.aliases, *kg.vocab.descriptions}
-    props = {
-        c: next((p.iri for p in schema.classes[c].ranked_predicates() if p.iri not in skip), None) for c in classes
-    }
-    iris = [*classes, *(p for p in props.values() if p)]
+    candidates = {c: [p.iri for p in schema.classes[c].ranked_predicates() if p.iri not in skip] for c in classes}
+    iris = [*classes, *(p for ps in candidates.values() for p in ps[:4])]
     labels = kg.names.labels_of(iris)
     name = {iri: _noun(labels.get(iri) or schema.labels.get(iri) or words_of(iri)) for iri in iris}
     out: list[str] = []
     for c in classes:
         out.append(f"How many {plural(name[c])} are there?")
-        prop = props[c]
-        if prop:
-            out.append(f"List the {plural(name[c])} with their {name[prop]}.")
+        # "has category" reads "category"; a property named by a verb ("is compatible with") makes no noun phrase.
+        phrases = [_property_noun(name[p]) for p in candidates[c][:4]]
+        phrase = next((ph for ph in phrases if ph), None)
+        if phrase:
+            out.append(f"List the {plural(name[c])} with their {phrase}.")
     return tuple(dict.fromkeys(out))[:limit]
+
+
+def _value_nodes(schema: Schema, cls: str) -> bool:
+    """Whether a class's instances are value nodes of one property: each is the object of that one property once
+    (CK25's prices: a product's pv:price, with an amount and a currency) — parts of another thing, which nobody
+    counts or lists on their own."""
+    info = schema.classes.get(cls)
+    if info is None or not info.instances or info.instances < 10:
+        return False
+    links = [
+        (pred.iri, count) for other in schema.classes.values() if other.iri != cls
+        for pred in other.predicates.values() for target, count in pred.object_classes.items() if target == cls
+    ]  # fmt: skip
+    if len({iri for iri, _ in links}) != 1 or any(count is None for _, count in links):
+        return False
+    total = sum(count or 0 for _, count in links)
+    return abs(total - info.instances) <= info.instances // 100
+
+
+def _property_noun(label: str) -> str | None:
+    """A property's name as a noun phrase ('has category' → 'category'); None when it is a verb phrase."""
+    words = re.sub(r"^(?:has|have|get)\s+", "", label.strip(), flags=re.IGNORECASE)
+    return None if not words or _VERB_START.match(words) else _noun(words)
 
 
 class StarterQuestions:

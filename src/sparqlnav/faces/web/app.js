@@ -422,6 +422,9 @@
   function stepsSummary(events, answer) {
     const linked = [];
     const queries = events.filter((e) => e.kind === "sparql");
+    // With an answering query, a linked entity is named only when that query uses it ("Who discovered oxygen?"
+    // linked group 16 too, a candidate no answer used).
+    const used = answer && answer.sparql ? squash(answer.sparql) : "";
     for (const e of events) {
       const d = e.data || {};
       if (e.kind === "action" && ["search", "get_entity"].includes(d.tool || d.name)) {
@@ -429,7 +432,11 @@
         const what = args.query || args.id;
         if (what) linked.push(String(what));
       } else if (e.kind === "info" && d.linking && Array.isArray(d.linking.entities)) {
-        for (const ent of d.linking.entities.slice(0, 3)) linked.push(ent.label || ent.iri || "?");
+        const ents = d.linking.entities;
+        const inAnswer = used ? ents.filter((ent) => ent.iri && used.includes("<" + ent.iri + ">")) : [];
+        for (const ent of (inAnswer.length ? inAnswer : used ? [] : ents).slice(0, 3)) {
+          linked.push(ent.label || ent.iri || "?");
+        }
       }
     }
     const parts = [];
