@@ -71,10 +71,11 @@ class Handover:
     """What an earlier strategy of a cascade learned, and why its answer was not trusted."""
 
     strategy: str
-    reason: str
+    reason: str  # why it was not trusted, in words: which check said so and what it found
     sparql: str | None = None
     outcome: str = ""  # what that query gave: "no rows", "3 rows", the engine's message
     entities: tuple[tuple[str, str], ...] = ()  # (IRI as shown, label) it linked in the question
+    rows: str = ""  # its first rows, labels beside IRIs ('' when it gave none)
 
     def to_prompt(self) -> str:
         """The handover as a block of text for a prompt."""
@@ -85,7 +86,12 @@ class Handover:
             lines.append(f"Its query:\n{self.sparql.strip()}")
         if self.outcome:
             lines.append(f"It gave: {self.outcome}")
-        lines.append("Use what is right in it; do not repeat what failed.")
+        if self.rows:
+            lines.append(self.rows)
+            # Rows were returned: the query ran; what is wrong is what the reason says, not that it "failed".
+            lines.append("Use what is right in it and change what the reason above points at.")
+        else:
+            lines.append("Use what is right in it; do not repeat what failed.")
         return "\n".join(lines)
 
 
@@ -116,6 +122,11 @@ class RunContext:
         if self.handover is not None:
             blocks.append(self.handover.to_prompt())
         return "\n\n".join(blocks)
+
+    def without_handover(self) -> RunContext:
+        """The same context without a cascade's handover: for the steps that read the question (decomposing it) or
+        a result (explaining it), where an earlier stage's query and doubts are no help and only mislead."""
+        return replace(self, handover=None) if self.handover is not None else self
 
     def with_question(self, question: str) -> str:
         """The question, preceded by the context when there is any."""

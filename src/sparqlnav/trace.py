@@ -23,6 +23,7 @@ EventKind = Literal[
     "error",
     "context",  # what a run was given before it started: earlier turns, a cascade's handover
     "escalate",  # a cascade moved on to a stronger strategy, and why
+    "check",  # a cascade's check of a cheap answer before keeping it: verdict and reason
     "evidence",  # one item of evidence a hybrid run gathered: kind, ref, text
 ]
 Listener = Callable[["Event"], None]

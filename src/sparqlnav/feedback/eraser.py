@@ -707,7 +707,14 @@ def empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     empty = _no_rows(r)
     # A query that asks for an absence (NOT EXISTS, MINUS) is often run to see nothing: relay models checking
     # "no Encoder lacks a category" got the whole how-to-debug text three times per question.
-    return {} if empty and not (ctx.query and _asks_for_absence(ctx.query)) else None
+    if not empty or (ctx.query and _asks_for_absence(ctx.query)):
+        return None
+    # Only the tools this step offers: a step without tools (retrieve's fix) was told to "run it on its own or look
+    # at get_property_examples", which it cannot.
+    offered = {t.name for t in ctx.tools}
+    ways = [way for tool, way in (("execute_sparql", "run it on its own"),
+                                  ("get_property_examples", "look at get_property_examples")) if tool in offered]
+    return {"how": f" ({', or '.join(ways)})" if ways else ""}
 
 
 def _no_rows(r: QueryResult) -> bool:

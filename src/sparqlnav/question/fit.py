@@ -15,6 +15,10 @@ _DATE_TEXT = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?([T ].*)?$")
 _ONE = re.compile(r"(?i)^\W*(?:in\s+|from\s+|for\s+)?(?:who|whom|what|which|where)\b(?:\s+\w+){0,2}?\s+(?:is|was)\b")
 _MANY = re.compile(r"(?i)\b(?:all|every|each|per|list|top|everyone|directory)\b")
 _COUNT = re.compile(r"(?i)\bCOUNT\s*\(")
+# `(COUNT(…) AS ?n)`: the variables a query binds to a count (one level of nested brackets inside COUNT).
+_COUNT_AS = re.compile(r"(?i)\(\s*COUNT\s*\((?:[^()]|\([^()]*\))*\)\s*AS\s*[?$](\w+)\s*\)")
+# `(MAX(?n) AS ?most)` over a count is still a count.
+_OVER_AS = re.compile(r"(?i)\(\s*(?:MAX|MIN|SUM|SAMPLE)\s*\(\s*(?:DISTINCT\s+)?[?$](\w+)\s*\)\s*AS\s*[?$](\w+)\s*\)")
 
 
 def asks_for_one(question: str) -> bool:
@@ -52,10 +56,30 @@ def projection_mismatch(
 
 
 def _counted(table: ResultTable, query: str) -> bool:
-    """One row of numbers only, from a query that counts."""
-    if len(table.rows) != 1 or not table.rows[0]:
+    """One row holding only counts: every value bound to a variable the query's COUNT gives. A number beside it
+    that COUNT does not give (a year, an id, a weight) is what the question asked about (`| 2016 | 158 |` for
+    "which year had the most …" is a year and its count, not "only a count")."""
+    if len(table.rows) != 1 or not table.rows[0] or not _COUNT.search(query):
         return False
-    return all(is_number(t) for t in table.rows[0].values()) and bool(_COUNT.search(query))
+    row = table.rows[0]
+    counts = count_variables(query)
+    if not counts:  # COUNT without a name (`SELECT COUNT(?x)`, an engine's extension): numbers are its counts
+        return all(is_number(t) for t in row.values())
+    return all(var in counts and is_number(t) for var, t in row.items())
+
+
+def count_variables(query: str) -> frozenset[str]:
+    """The variables a query binds to a COUNT, or to a MAX/MIN/SUM/SAMPLE of one."""
+    found = {m.group(1) for m in _COUNT_AS.finditer(query)}
+    over = [(m.group(1), m.group(2)) for m in _OVER_AS.finditer(query)]
+    grew = True
+    while grew:  # an aggregate of an aggregate of a count, to any depth the query has
+        grew = False
+        for inner, outer in over:
+            if inner in found and outer not in found:
+                found.add(outer)
+                grew = True
+    return frozenset(found)
 
 
 def _named(answer_type: str) -> str:

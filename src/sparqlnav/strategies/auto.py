@@ -1,9 +1,11 @@
 """The `auto` strategy: a cascade that pays for a stronger strategy only when the cheaper answer is not
-trustworthy. Lexical first (no LLM) when it is confident; else retrieve (SPARQL-LLM, a few calls) when the KG
-has or can build a retrieval index; explore (SPINACH) when the evidence says the answer before it is not to be
-trusted: an empty or failed query, validator issues left after the fixes, a result that does not fit what the
-question asks for (a count, yes/no, a date, one thing), or the model saying it is unsure. Each move is an
-`escalate` event in the run's one trace, and hands what was learned to the next stage (`context.Handover`).
+trustworthy. Lexical first (no LLM) when it is confident and one short LLM check (`check.AnswerCheck`) says its
+query answers the question; else retrieve (SPARQL-LLM, a few calls) when the KG has or can build a retrieval
+index; explore (SPINACH) when the evidence says the answer before it is not to be trusted: an empty or failed
+query, validator issues left after the fixes, a result that does not fit what the question asks for (a count,
+yes/no, a date, one thing), or the model saying it is unsure (`check.evidence_doubt`, the same for every stage).
+Each move is an `escalate` event in the run's one trace, and hands what was learned to the next stage
+(`context.Handover`): the reason in words, the query, and the values it gave.
 """
 
 from __future__ import annotations
@@ -19,15 +21,15 @@ from typing import Any
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.results import ResultTable
 from sparqlnav.llm.client import LLMConfig
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
-from sparqlnav.question.intent import Intent, analyse
-from sparqlnav.question.linking import tokenize
 from sparqlnav.retrieval.indexes import index_errors
 from sparqlnav.settings import CascadeSettings, Settings
 from sparqlnav.strategies import explore as explore_module
 from sparqlnav.strategies import lexical as lexical_module
 from sparqlnav.strategies import retrieve as retrieve_module
+from sparqlnav.strategies.check import AnswerCheck, Doubt, evidence_doubt, lexical_doubt, shown_rows
 from sparqlnav.trace import Trace
 
 ARROW = "→"
@@ -52,7 +54,26 @@ def outcome_of(answer: Answer) -> str:
         return "no rows"
     if table.boolean is not None:
         return "yes" if table.boolean else "no"
+    if answer.strategy == "lexical":
+        return f"{len(table.rows)} row(s)"  # its sentence only repeats the rows, which the handover shows
     return f"{len(table.rows)} row(s); its explanation: {answer.text}"
+
+
+def result_of(answer: Answer) -> ResultTable | None:
+    """The rows a stage's query gave: its answer's, or those of the best guess it kept aside when not sure."""
+    if answer.results is not None:
+        return answer.results
+    guess = answer.extra.get("best_guess")
+    results = guess.get("results") if isinstance(guess, dict) else None
+    return ResultTable.from_sparql_json(results) if isinstance(results, dict) else None
+
+
+def rows_of(answer: Answer, kg: KnowledgeGraph) -> str:
+    """A stage's first rows with labels for a handover ('' for no rows or a yes/no, which `outcome_of` says)."""
+    table = result_of(answer)
+    if table is None or table.is_empty or table.is_boolean:
+        return ""
+    return shown_rows(table, kg)
 
 
 def _guess_rows(results: object) -> int | None:
@@ -86,7 +107,7 @@ def named_entities(kg: KnowledgeGraph, queries: Iterable[str | None]) -> tuple[t
         body = _PREFIX_DECL.sub("", query)
         found = [m.group(1) for m in _IRI.finditer(body)]
         found += [iri for m in _PNAME.finditer(_IRI.sub(" ", body)) if (iri := prefixes.expand(m.group(0)))]
-        iris += [i for i in found if i not in iris]
+        iris += [i for i in dict.fromkeys(found) if i not in iris]  # a property used twice is named once
     if not iris:
         return ()
     labels = kg.names.labels_of(iris)
@@ -99,7 +120,7 @@ class Stage:
 
     name: str
     answer: Answer
-    distrust: str | None
+    distrust: Doubt | None
 
 
 @dataclass
@@ -111,6 +132,8 @@ class Auto:
     retrieve: retrieve_module.Retrieve | None = None
     options: CascadeSettings = field(default_factory=CascadeSettings)
     budget_s: float | None = None  # the question's LLM seconds, shared by every stage (None: each stage its own)
+    # The LLM check of a lexical answer before it is kept (None: lexical's own threshold decides, as without an LLM).
+    check: AnswerCheck | None = None
     name: str = "auto"
 
     def run(
@@ -121,7 +144,6 @@ class Auto:
         if self.budget_s is not None and context.deadline is None:
             # One LLM time budget for the question, not one per stage: a stage gets what the earlier ones left.
             context = dataclasses.replace(context, deadline=time.monotonic() + self.budget_s)
-        intent = analyse(tokenize(question))
         stages: list[Stage] = []
         if context.history:
             # Lexical reads the question's own words only; a follow-up ("her email") needs the earlier turns.
@@ -129,12 +151,17 @@ class Auto:
                                        "earlier turns)")
         else:
             answer = self.lexical.run(question, kg, trace, context)
-            stages.append(Stage("lexical", answer, self._lexical_distrust(answer)))
+            doubt, confirmed = self._lexical_doubt(answer, question, kg, trace, context)
+            sure = answer.extra.get("sentence")
+            if confirmed and isinstance(sure, str) and sure:
+                # A model read it: the hedge lexical puts on an answer no model read is no longer needed.
+                answer = dataclasses.replace(answer, text=sure)
+            stages.append(Stage("lexical", answer, doubt))
             if stages[-1].distrust is None:
                 return self._final(stages)
         if self.retrieve is not None and self._has_index(kg, trace):
             answer = self._escalate(stages, "retrieve", self.retrieve, question, kg, trace, context)
-            stages.append(Stage("retrieve", answer, self._distrust(answer, question, intent)))
+            stages.append(Stage("retrieve", answer, evidence_doubt(answer, question, self.options.singular_rows)))
             if stages[-1].distrust is None:
                 return self._final(stages)
         answer = self._escalate(stages, "explore", self.explore, question, kg, trace, context)
@@ -156,36 +183,20 @@ class Auto:
 
     # -- judging a stage
 
-    def _lexical_distrust(self, answer: Answer) -> str | None:
-        threshold = self.options.lexical_confidence
-        if answer.status == "answered" and (answer.confidence or 0.0) >= threshold:
-            return None
-        if answer.status == "error":
-            return f"the lexical strategy failed: {answer.error or answer.text}"
-        if answer.confidence is None or _guess_sparql(answer) is None:
-            return "the lexical strategy found no answer"
-        if answer.status != "answered":  # below lexical's own threshold, whatever the cascade's bar
-            return f"the lexical strategy is not sure of its best guess (confidence {answer.confidence:.2f})"
-        return f"the lexical strategy's confidence {answer.confidence:.2f} is below {threshold:.2f}"
-
-    def _distrust(self, answer: Answer, question: str, intent: Intent) -> str | None:
-        """Why an LLM stage's answer is not to be trusted, from the evidence it left (None: trusted)."""
-        if answer.status == "error":
-            return f"its query failed: {answer.error or answer.text}"
-        table = answer.results
-        if answer.status != "answered" or table is None or table.is_empty:
-            return "its query found nothing"
-        issues = answer.extra.get("validator_issues")
-        if issues:
-            return "the validator still found issues after the fixes: " + "; ".join(map(str, issues))
-        mismatch = projection_mismatch(intent, table, self.options.singular_rows, one=asks_for_one(question),
-                                       query=answer.sparql)
-        if mismatch is not None:
-            return f"its result does not fit the question: {mismatch}"
-        doubt = answer.extra.get("unsure")
-        if doubt:
-            return f"the model was unsure: {doubt}"
-        return None
+    def _lexical_doubt(
+        self, answer: Answer, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext
+    ) -> tuple[Doubt | None, bool]:
+        """Why lexical's answer is not kept (None: kept): its own bar (and the cascade's), then the evidence any
+        stage's answer is judged by, then, with an LLM, the answer check; and whether that check confirmed it."""
+        doubt = lexical_doubt(answer, self.options.lexical_confidence)
+        if doubt is None:
+            doubt = evidence_doubt(answer, question, self.options.singular_rows)
+        if doubt is not None or self.check is None:
+            return doubt, False
+        verdict = self.check(question, answer, kg, trace, context, "lexical")
+        if verdict is None:  # the check could not be made: lexical's own bar decided
+            return None, False
+        return verdict.doubt, verdict.kept
 
     def _has_index(self, kg: KnowledgeGraph, trace: Trace) -> bool:
         assert self.retrieve is not None
@@ -212,9 +223,11 @@ class Auto:
             last = stages[-1]
             sparql = _guess_sparql(last.answer)
             earlier = [_guess_sparql(s.answer) for s in stages]
-            handover = Handover(last.name, last.distrust or "", sparql, outcome_of(last.answer),
-                                named_entities(kg, earlier))
-            trace.emit("escalate", reason=last.distrust, sparql=sparql, **{"from": last.name, "to": to})
+            reason = str(last.distrust or "")
+            handover = Handover(last.name, reason, sparql, outcome_of(last.answer), named_entities(kg, earlier),
+                                rows_of(last.answer, kg))
+            check = last.distrust.check if last.distrust is not None else None
+            trace.emit("escalate", reason=reason, check=check, sparql=sparql, **{"from": last.name, "to": to})
             context = context.handed_over(handover)
         return strategy.run(question, kg, trace, context)
 
@@ -223,7 +236,9 @@ class Auto:
         extra: dict[str, Any] = {
             **last.answer.extra,
             "path": [s.name for s in stages],
-            "escalations": [{"from": a.name, "to": b.name, "reason": a.distrust} for a, b in itertools.pairwise(stages)],
+            "escalations": [{"from": a.name, "to": b.name, "reason": str(a.distrust or ""),
+                             "check": a.distrust.check if a.distrust is not None else None}
+                            for a, b in itertools.pairwise(stages)],
         }
         return dataclasses.replace(last.answer, strategy=f"auto{ARROW}{last.name}", extra=extra)
 
@@ -258,6 +273,7 @@ def create(
         retrieve=retrieve,
         options=settings.cascade,
         budget_s=llm.budget_s,
+        check=AnswerCheck(llm),
     )
 
 

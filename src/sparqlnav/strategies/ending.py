@@ -46,7 +46,8 @@ def write_answer(
     labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=ANSWER_ROWS)
     result = table.to_markdown(kg.prefixes, labels, head=ANSWER_ROWS, tail=ANSWER_ROWS)
     said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
-    user = f"{context.with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}{said}"
+    # A cascade's handover was for writing the query; the words come from this query's rows alone.
+    user = f"{context.without_handover().with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}{said}"
     messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
     return chat(messages, "answer").text.strip()
 

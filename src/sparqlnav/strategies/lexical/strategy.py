@@ -22,7 +22,7 @@ from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
 from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
-from sparqlnav.strategies.lexical.scoring import Scorer
+from sparqlnav.strategies.lexical.scoring import QuestionCoverage, Scorer
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -30,6 +30,10 @@ DEFAULT_BUDGET_S = 5.0
 DEFAULT_THRESHOLD = LexicalSettings().threshold  # calibrated: see settings.LexicalSettings
 MAX_EXECUTE = 60
 QUERY_TIMEOUT_S = 2.0
+# Below this confidence an answer is said to be probable, not given as fact: the wrong answers lexical gave at its
+# default threshold had confidences from 0.35 to 0.91 (bench/results/lexical_calibration.md).
+PROBABLE_BELOW = 0.9
+WEAK_LINK = 0.8  # an entity linked below this score (a fuzzy or partial name match) may not be the one meant (chosen)
 
 
 @dataclass
@@ -205,6 +209,10 @@ class _Run:
             extra: dict[str, Any] = {}
             if best is not None and best.result is not None:
                 text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
+                meant = did_you_mean(best, found)
+                if meant is not None:
+                    # The query fits every other word: only the name is in doubt, so the guess is worth offering.
+                    text += f" Did you mean {meant}? If so: {self.sentence(best)}"
                 # kept aside, never as the answer: a caller (or a cascade) may show it or build on it
                 extra = {
                     "best_guess": {
@@ -228,7 +236,12 @@ class _Run:
                 extra=extra,
             )
         self.trace.emit("thought", text=f"Best query ({best.describe()}), score {best.score:.2f}.")
-        text = self.sentence(best)
+        sentence = self.sentence(best)
+        text = sentence
+        if confidence < PROBABLE_BELOW:
+            # No model read this answer: say how sure it is, and point at the query that shows how it was read.
+            text = (f"Probably: {sentence} (Found by matching the question's words to the graph's names, with no "
+                    "model; its query shows how the question was read.)")
         self.trace.emit("answer", text=text, status="answered", confidence=confidence)
         return Answer(
             self.question,
@@ -247,6 +260,7 @@ class _Run:
                 "margin": round(self.scorer.margin(best, self.executed), 4),
                 "linking_seconds": round(self.ctx.linking.seconds, 4),
                 "explained": evidence,
+                "sentence": sentence,  # the answer without the hedge, for a caller that confirmed it (auto)
             },
         )
 
@@ -291,6 +305,20 @@ class _Run:
             if more > 0
             else f"The answers are {listed}."
         )
+
+
+def did_you_mean(best: Candidate, found: QuestionCoverage | None) -> str | None:
+    """The name to offer as "did you mean …" when an entity's link is the only weak part of the best guess: every
+    content word explained and every asked-for operation done, and an entity named only in part or weakly linked."""
+    if found is None or found.unexplained or found.unmatched or found.unsupported:
+        return None
+    if found.loose:
+        return f"'{found.loose[0]}'"
+    entities = [p for p in best.parts if p.kind == "entity"]
+    weakest = min(best.parts, key=lambda p: p.score, default=None)
+    if weakest is None or weakest not in entities or weakest.score >= WEAK_LINK:
+        return None
+    return f"'{weakest.text}'"
 
 
 def _ignorable(tokens: Sequence[WordToken]) -> set[int]:
