@@ -20,6 +20,7 @@ from sparqlnav.question.linking import WordToken, content_positions, is_stopword
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
+from sparqlnav.strategies.check import readable_query
 from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
 from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
 from sparqlnav.strategies.lexical.scoring import QuestionCoverage, Scorer
@@ -239,9 +240,10 @@ class _Run:
         sentence = self.sentence(best)
         text = sentence
         if confidence < PROBABLE_BELOW:
-            # No model read this answer: say how sure it is, and point at the query that shows how it was read.
-            text = (f"Probably: {sentence} (Found by matching the question's words to the graph's names, with no "
-                    "model; its query shows how the question was read.)")
+            # No model read this answer: say how sure it is, and show the query (labels beside its identifiers) in
+            # the words themselves, since a face may show only the words (`ask` without -v).
+            text = (f"Probably: {sentence}\nFound by matching the question's words to the graph's names, with no "
+                    f"model. The query, to check how the question was read:\n{readable_query(self.display(best), self.ctx.kg)}")
         self.trace.emit("answer", text=text, status="answered", confidence=confidence)
         return Answer(
             self.question,
