@@ -346,13 +346,37 @@ def render_digest(
     if count < len(classes):
         lines.append(f"- … and {len(classes) - count} more classes (search finds them)")
     if not labelled:
-        held = ", ".join(prefixes.compact(p) for p in names)
-        lines.append(
-            "This graph has no label property (no rdfs:label): names shown in parentheses next to identifiers "
-            "are humanised identifiers, not data"
-            + (f"; names are held by {held}." if held else "; match things by their identifiers.")
-        )
+        lines.append(no_label_note(names, prefixes))
     return "\n".join(lines)
+
+
+def no_label_note(names: Sequence[str], prefixes: PrefixMap) -> str:
+    """The sentence saying a graph has no label property, and which properties hold names if any."""
+    held = ", ".join(prefixes.compact(p) for p in names)
+    return ("This graph has no label property (no rdfs:label): names shown in parentheses next to identifiers "
+            "are humanised identifiers, not data"
+            + (f"; names are held by {held}." if held else "; match things by their identifiers."))
+
+
+def graph_notes(digest: Digest, prefixes: PrefixMap, properties: Iterable[str] = ()) -> list[str]:
+    """What the digest knows of the whole graph, as lines for a prompt that shows classes one by one (retrieve's):
+    that it has no label property, and the groups of sub-properties that `properties` belong to."""
+    notes = [f"- {no_label_note(digest.name_properties, prefixes)}"] if digest.labelled is False else []
+    shown = set(properties)
+    groups = [f"{prefixes.compact(group)} = " + ", ".join(_in_prefix_of(group, m, prefixes) for m in members)
+              for group, members in digest.probes.groups.items() if group in shown or shown & set(members)]
+    if groups:
+        # Members are written in their group's prefix: BESTIARY's five groups cost 300 tokens spelled out.
+        notes.append("- Property groups (rdfs:subPropertyOf; a member without a prefix is in its group's): "
+                     + "; ".join(groups))
+    return notes
+
+
+def _in_prefix_of(group: str, member: str, prefixes: PrefixMap) -> str:
+    """`hasACvalue` for ontology:hasACvalue in ontology:defValues; other members keep their prefix."""
+    name, own = prefixes.compact(member), prefixes.compact(group)
+    head = own.split(":", 1)[0] + ":" if ":" in own and not own.startswith("<") else None
+    return name.removeprefix(head) if head and name.startswith(head) else name
 
 
 @dataclass(frozen=True)
@@ -518,32 +542,83 @@ def annotated_shape(
     probes: Probes | None = None,
     members: Sequence[tuple[Term, str | None]] = (),
 ) -> str:
-    """A class's shape (in the schema's prefixes) with one or two real sample values per property, what the
-    digest's data probes found (links stored both ways, several values per instance, a superclass type missing)
-    and, for a small class, its instances."""
+    """A class's shape (in the schema's prefixes) with its size, one or two real sample values per property (or the
+    only values there are), what the digest knows of each property (few uses, another spelling, several values per
+    instance, links stored both ways), a superclass type missing and, for a small class, its instances."""
     prefixes = schema.prefix_map
     probes = probes or Probes()
+    info = schema.classes.get(class_iri)
+    preds = {p.iri: p for p in info.ranked_predicates()} if info else {}
+    spellings = _spellings(list(preds.values()), prefixes)
     lines = schema.shape(class_iri, counts=False, incoming=True).splitlines()
     supers = [x for x in schema.superclasses.get(class_iri, []) if not x.startswith(META_NAMESPACES)]
     if lines and supers and class_iri in probes.untyped:
         lines[0] += f"; instances not typed {prefixes.compact(supers[0])} too"
+    if lines and info is not None and info.instances:
+        lines[0] = _noted(lines[0], f"{info.instances:,} instance{'' if info.instances == 1 else 's'}")
     if lines and members:
         lines.insert(1, _members_line(members, prefixes))
     out = []
     for line in lines:
         body = line.strip().rstrip(" ;")
+        if _bookkeeping(body, prefixes):
+            continue
         head = body.split(" ", 1)[0]
         named = head and head not in ("a", "}", "#") and not head.endswith("{")
         iri = prefixes.expand(head) if named else None
         values = samples.get(iri or "", []) if iri else []
-        if values:
+        p = preds.get(iri or "")
+        if p is not None:
+            line = _plain_range(line, p, prefixes)
+        few = probes.few.get((class_iri, iri or ""))
+        if few:
+            line = _noted(line, few)  # 'only "EUR"' says more than two examples of it
+        elif values:
             # An IRI cut short tells nothing (`<http://ld.company.org/prod-instances/e…`): IRIs are shown whole.
             shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(show_term(v, prefixes), 40)
                               for v in values)
-            line = f"{line}  # e.g. {shown}"
+            line = _noted(line, f"e.g. {shown}")
+        if iri and iri in spellings:
+            line = _noted(line, spellings[iri])
+        if p is not None and (sparse := _sparse(p, info.instances if info else None)):
+            line = _noted(line, sparse.strip(" ()"))
         if iri and (class_iri, iri) in probes.several:
-            line += ("  #" if "  # " not in line else ";") + f" up to {probes.several[(class_iri, iri)]} per instance"
+            line = _noted(line, f"up to {probes.several[(class_iri, iri)]} per instance")
         if iri and iri in probes.both_ways:
-            line += ("  #" if "  # " not in line else ";") + " every link stored in both directions: query one direction only"
+            line = _noted(line, "every link stored in both directions: query one direction only")
         out.append(line)
     return "\n".join(out)
+
+
+def _bookkeeping(body: str, prefixes: PrefixMap) -> bool:
+    """An incoming line from the vocabulary's bookkeeping (`# ← owl:hasValue from owl:Restriction`, `from
+    owl:NamedIndividual`): the digest leaves these out, and BESTIARY's shapes spent a line on each."""
+    found = re.fullmatch(r"# ← (\S+) from (\S+)", body)
+    return found is not None and any(
+        (prefixes.expand(name) or name).startswith(META_NAMESPACES) for name in found.groups())
+
+
+def _noted(line: str, note: str) -> str:
+    """A shape line with one more note in its comment."""
+    return line + ("; " if "  # " in line else "  # ") + note
+
+
+def _plain_range(line: str, p: PredicateInfo, prefixes: PrefixMap) -> str:
+    """The line without owl:NamedIndividual beside a real class in the range, as the digest says it."""
+    for o in set(p.ranked_objects()) - set(_data_ranges(p)):
+        name = prefixes.compact(o)
+        line = line.replace(f" {name} ]", " ]").replace(f"[ {name} ", "[ ")
+    return line
+
+
+def _spellings(preds: list[PredicateInfo], prefixes: PrefixMap) -> dict[str, str]:
+    """For properties spelled two ways (BESTIARY's hasHPvalue and hasHPValue), a note on each: the most used says its
+    other spellings with their uses, the others which spelling they are another of."""
+    _kept, notes = _case_variants(sorted(preds, key=lambda p: -(p.triples or 0)), prefixes)
+    out = {iri: note.strip(" ()") for iri, note in notes.items()}
+    by_name: dict[str, str] = {}
+    for p in sorted(preds, key=lambda p: -(p.triples or 0)):
+        main = by_name.setdefault(p.iri.lower(), p.iri)
+        if main != p.iri:
+            out[p.iri] = f"another spelling of {prefixes.compact(main)}"
+    return out

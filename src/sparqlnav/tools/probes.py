@@ -1,7 +1,8 @@
 """Data probes: what a small graph's data says that its schema does not — subclasses whose instances lack the
-superclass's type, a real value for untyped ranges, links stored both ways, literal properties with few values, and
-how many values of a link one instance may have. A few cheap queries per main class; the digest runs them only on
-graphs known to be small, and prompts (explore's digest, retrieve's shapes) say what they found.
+superclass's type, a real value for untyped ranges, links stored both ways, literal properties with few values, how
+many values of a link one instance may have, and the properties declared to group others (`rdfs:subPropertyOf`). A
+few cheap queries per main class; the digest runs them only on graphs known to be small, and prompts (explore's
+digest, retrieve's shapes) say what they found.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import clip, show_term
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.sparql.prefixes import PrefixMap
+
+RDFS_SUBPROPERTY = "http://www.w3.org/2000/01/rdf-schema#subPropertyOf"
+GROUP_ROWS = 500  # sub-property declarations read (an ontology's own hierarchy, not a whole upper ontology)
 
 
 class ProbeBounds(Protocol):
@@ -41,6 +45,7 @@ class Probes:
     both_ways: frozenset[str] = frozenset()  # properties whose every link is stored in both directions
     few: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → 'only "EUR"'
     several: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (class, link) → most values per instance
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # property → its declared sub-properties
 
 
 def probe(
@@ -54,7 +59,22 @@ def probe(
         both_ways=frozenset(_both_ways(kg, schema, classes, options)),
         few=_few_values(kg, schema, classes, options),
         several=_several_values(kg, schema, classes, unknown, options),
+        groups=_property_groups(kg, options),
     )
+
+
+def _property_groups(kg: KnowledgeGraph, options: ProbeBounds) -> dict[str, tuple[str, ...]]:
+    """Properties declared to group others (`rdfs:subPropertyOf`: BESTIARY's defValues over hasACvalue,
+    hasFortValue …), which a question about "defensive attributes" needs and a class's shape does not show."""
+    query = (f"SELECT ?sub ?group WHERE {{ ?sub <{RDFS_SUBPROPERTY}> ?group FILTER(?sub != ?group) }} "
+             f"ORDER BY ?group ?sub LIMIT {GROUP_ROWS}")
+    result = kg.endpoint.query(query, timeout_s=options.query_seconds)
+    found: dict[str, list[str]] = {}
+    for row in result.table.rows if result.ok and result.table is not None else []:
+        if "sub" in row and "group" in row and row["group"].kind == "uri" and row["sub"].kind == "uri" \
+                and not row["group"].value.startswith(META_NAMESPACES):  # owl:topObjectProperty groups everything
+            found.setdefault(row["group"].value, []).append(row["sub"].value)
+    return {group: tuple(subs) for group, subs in found.items()}
 
 
 def _several_values(

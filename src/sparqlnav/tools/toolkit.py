@@ -38,14 +38,16 @@ if TYPE_CHECKING:
 class TracedEndpoint(EndpointWrapper):
     """An endpoint that records every query it runs as a `sparql` event."""
 
-    def __init__(self, inner: Endpoint, trace: Trace) -> None:
+    def __init__(self, inner: Endpoint, trace: Trace, *, purpose: str | None = None) -> None:
         super().__init__(inner)
         self.trace = trace
+        self.purpose = purpose  # e.g. "lookup": a query a strategy runs for itself, not one a model wrote
 
     def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
         """Run and record."""
         result = self.inner.query(sparql, timeout_s=timeout_s)
         rows = len(result.table) if result.table is not None and not result.table.is_boolean else None
+        extra = {"purpose": self.purpose} if self.purpose else {}
         self.trace.emit(
             "sparql",
             query=sparql,
@@ -54,6 +56,7 @@ class TracedEndpoint(EndpointWrapper):
             seconds=round(result.seconds, 4),
             rows=rows,
             message=result.message,
+            **extra,
         )
         return result
 
