@@ -437,13 +437,11 @@ class OxigraphServer:
         self,
         data_dir: Path,
         *,
-        server_timeout_s: float = 3600.0,
         startup_s: float = 20.0,
         allowed: Iterable[str] = (),
         memory_bytes: int | None = None,
     ) -> None:
         self.data_dir = data_dir
-        self.server_timeout_s = server_timeout_s
         self.startup_s = startup_s
         self.allowed = list(allowed)
         self.memory_bytes = memory_bytes
@@ -485,9 +483,8 @@ class OxigraphServer:
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--union-default-graph",
-                "--timeout-s",
-                str(max(1, int(self.server_timeout_s))),
-            ]
+            ]  # no --timeout-s: it keeps a sleeping thread per request for that long (2 MiB of stack each, thousands
+            # a minute under lexical's query bursts), and the client's deadline kills what overruns anyway
             cmd = jail_command(engine, port=self.port, allowed=self.allowed, memory_bytes=self.memory_bytes)
             # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
             self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
@@ -564,7 +561,11 @@ class OxigraphServer:
             children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         except OSError:
             return None
-        return int(children[0]) if children else proc.pid
+        for child in children:  # the launcher's children: its door and the engine
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{child}/comm").read_text().strip() == "oxigraph":
+                    return int(child)
+        return proc.pid  # run directly (no namespace): the launcher's own process is gone into the engine
 
     def restart(self, generation: int | None = None) -> None:
         """Kill the process (stopping whatever it was computing); the next query starts a new one.
@@ -602,7 +603,6 @@ class LocalGraph:
         self._allowed = list(allowed_services)
         self._server = OxigraphServer(
             info.data_dir,
-            server_timeout_s=max(self.limits.timeout_s, 1.0) + 1,
             allowed=self._allowed,
             memory_bytes=self.limits.engine_memory_bytes,
         )
