@@ -147,3 +147,83 @@ def test_start_page_examples_read_as_a_person_would_ask(ck25: KnowledgeGraph) ->
     assert not any("price" in q.lower() or "hardwares" in q or " has " in q for q in questions), questions
     assert [plural(w) for w in ("software", "Spells", "status", "class")] == ["software items", "Spells", "statuses",
                                                                            "classes"]
+
+
+def test_auto_with_a_dead_llm_fails_fast_and_keeps_lexicals_best_guess(tmp_path: Path) -> None:
+    """Item 7: `auto` with OPENAI_BASE_URL at nothing took 33 s and lost the lexical stage's best guess."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "SPARQLNAV_HOME": str(tmp_path), "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+           "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "m", "NO_COLOR": "1"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "sparqlnav", "ask", "How many elements did Humfry Davey discover?", "--json"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    out = json.loads(done.stdout)
+    assert done.returncode == 1 and out["status"] == "error" and out["strategy"] == "auto→lexical"
+    assert "Connection refused" in out["answer"] and "Without it, the lexical strategy says:" in out["answer"]
+    assert "best guess" in out["answer"] and out["extra"]["best_guess"]["sparql"]
+    attempts = [e for e in out["trace"] if e["kind"] == "llm_call"]
+    assert [e["data"]["outcome"] for e in attempts] == ["unreachable", "unreachable"]  # one retry, one stage
+
+
+def _turn_after(question: str, kg: KnowledgeGraph) -> Any:
+    from sparqlnav.context import RunContext, Turn
+    from sparqlnav.strategies.lexical import LexicalStrategy
+    from sparqlnav.trace import Trace
+
+    first = LexicalStrategy().run(question, kg, Trace())
+    assert first.status == "answered", first.text
+    return RunContext(history=(Turn.of(first, kg),))
+
+
+def test_a_follow_up_reads_its_pronoun_without_an_llm(demo: KnowledgeGraph) -> None:
+    """Item 6: "When was it discovered?" after an answer was not_found with 0 queries and no hint."""
+    from sparqlnav.strategies.lexical import LexicalStrategy
+    from sparqlnav.trace import Trace
+
+    context = _turn_after("When was helium discovered?", demo)
+    trace = Trace()
+    answer = LexicalStrategy().run("When was it discovered?", demo, trace, context)
+    assert answer.status == "answered" and answer.text == "The answer is 1868."
+    assert answer.question == "When was it discovered?"
+    said = [e.data["text"] for e in trace.events if e.kind == "info" and "follow-up" in str(e.data.get("text"))]
+    assert said == ["a follow-up: 'it' read as helium (named in the last question): When was helium discovered?"]
+
+
+@pytest.mark.data
+def test_his_is_the_last_answer_when_it_was_one_person(ck25: KnowledgeGraph) -> None:
+    from sparqlnav.strategies.lexical import LexicalStrategy
+    from sparqlnav.trace import Trace
+
+    context = _turn_after("Who is the manager of Heinrich Hoch?", ck25)
+    assert context.history[-1].focus_label == "Waldtraud Kuttner"
+    answer = LexicalStrategy().run("What is his email address?", ck25, Trace(), context)
+    assert answer.status == "answered" and "Waldtraud.Kuttner@company.org" in answer.text
+
+
+def test_a_pronoun_with_nothing_to_point_at_says_what_would_help(demo: KnowledgeGraph) -> None:
+    from sparqlnav.strategies.lexical import LexicalStrategy
+    from sparqlnav.trace import Trace
+
+    answer = LexicalStrategy().run("When was it discovered?", demo, Trace())
+    assert answer.status == "not_found"
+    assert "This reads as a follow-up ('it')" in answer.text and "configure an LLM" in answer.text
+
+
+def test_the_context_event_carries_a_line_for_people(demo: KnowledgeGraph) -> None:
+    from sparqlnav.answer import run_question
+    from sparqlnav.strategies.lexical import LexicalStrategy
+
+    context = _turn_after("When was helium discovered?", demo)
+    answer = run_question(LexicalStrategy(), "When was it discovered?", demo, context=context)
+    event = next(e for e in answer.trace.events if e.kind == "context")
+    assert event.data["summary"] == (
+        "earlier in this conversation: 1 turn, the last “When was helium discovered?” → The answer is 1868."
+    )

@@ -81,6 +81,7 @@ def run_question(
             turns=len(context.history),
             handover=context.handover.strategy if context.handover else None,
             text=context.to_prompt(),
+            summary=context.summary(),
         )
     try:
         return strategy.run(question, kg, trace, context)

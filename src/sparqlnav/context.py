@@ -39,11 +39,14 @@ class Turn:
     results: str  # a compact rendering of the first rows, with labels
     answer: str
     status: str = "answered"
+    focus: str = ""  # the answer's one thing (an IRI) when it was one, so "his …" can follow up without an LLM
+    focus_label: str = ""
 
     @classmethod
     def of(cls, answer: Finished, kg: KnowledgeGraph) -> Turn:
         """The turn an answer makes, its results summarised with the graph's prefixes and labels."""
         table = answer.results
+        focus = focus_label = ""
         if table is None:
             shown = "(no results)"
         elif table.boolean is not None:
@@ -51,7 +54,11 @@ class Turn:
         else:
             labels = shown_labels(table, kg.names, head=TURN_ROWS, tail=0, whole=0)
             shown = table.to_markdown(kg.prefixes, labels, head=TURN_ROWS, tail=0, whole=0, max_cell=TURN_CELL_CHARS)
-        return cls(answer.question, answer.sparql, shown, answer.text, answer.status)
+            things = {t.value for row in table.rows for t in row.values() if t.kind == "uri"}
+            if len(table.rows) == 1 and len(things) == 1:
+                focus = things.pop()
+                focus_label = labels.get(focus, "")
+        return cls(answer.question, answer.sparql, shown, answer.text, answer.status, focus, focus_label)
 
     def to_prompt(self, number: int) -> str:
         """The turn as a block of text for a prompt."""
@@ -108,6 +115,19 @@ class RunContext:
 
     def __bool__(self) -> bool:
         return bool(self.history or self.handover or self.notes)
+
+    def summary(self) -> str:
+        """One line for people saying what the run was given (the prompt block is for models)."""
+        parts: list[str] = []
+        if self.history:
+            last = self.history[-1]
+            n = len(self.history)
+            parts.append(f"earlier in this conversation: {n} turn{'s' if n != 1 else ''}, the last "
+                         f"“{last.question}” → {last.answer[:80]}")
+        if self.handover is not None:
+            parts.append(f"handed over from {self.handover.strategy}: {self.handover.reason}")
+        parts.extend(self.notes)
+        return "; ".join(parts)
 
     def to_prompt(self) -> str:
         """Everything before the question, as text for a prompt ('' when there is nothing)."""

@@ -164,6 +164,9 @@ class Auto:
             stages.append(Stage("retrieve", answer, evidence_doubt(answer, question, self.options.singular_rows)))
             if stages[-1].distrust is None:
                 return self._final(stages)
+            if _llm_failed(answer, trace):
+                # Explore needs the same LLM: asking it again only waits again. What lexical found is kept.
+                return self._without_llm(stages)
         answer = self._escalate(stages, "explore", self.explore, question, kg, trace, context)
         stages.append(Stage("explore", answer, None))  # the last stage's answer is the answer
         return self._final(stages)
@@ -231,6 +234,16 @@ class Auto:
             context = context.handed_over(handover)
         return strategy.run(question, kg, trace, context)
 
+    def _without_llm(self, stages: list[Stage]) -> Answer:
+        """The LLM failed: the answer says so, and keeps lexical's answer or best guess, shown as such."""
+        failed = stages[-1].answer
+        lexical = next((s.answer for s in stages if s.name == "lexical"), None)
+        if lexical is None or (lexical.sparql is None and not lexical.extra.get("best_guess")):
+            return self._final(stages)
+        text = f"{failed.text} Without it, the lexical strategy says: {lexical.text}"
+        final = self._final([*stages[:-1], Stage(stages[-1].name, dataclasses.replace(lexical, text=text), None)])
+        return dataclasses.replace(final, status="error", error=failed.error, strategy=f"auto{ARROW}lexical")
+
     def _final(self, stages: list[Stage]) -> Answer:
         last = stages[-1]
         extra: dict[str, Any] = {
@@ -278,3 +291,11 @@ def create(
 
 
 __all__ = ["Auto", "Stage", "asks_for_one", "create", "named_entities", "projection_mismatch"]
+
+
+def _llm_failed(answer: Answer, trace: Trace) -> bool:
+    """Whether a stage ended in an error because its LLM did not answer (its last LLM request failed)."""
+    calls = trace.of_kind("llm_call")
+    return answer.status == "error" and bool(calls) and calls[-1].data.get("outcome") in (
+        "unreachable", "timeout", "http_error"
+    )

@@ -395,6 +395,8 @@
     } else if (ev.kind === "llm_call") {
       body.textContent = (d.input_tokens || 0) + " in / " + (d.output_tokens || 0) + " out tokens" +
         (d.latency_s !== undefined ? " · " + d.latency_s + " s" : "") + (d.model ? " · " + d.model : "");
+    } else if (ev.kind === "context" && d.summary) {
+      body.textContent = String(d.summary); // the prompt block (d.text) is for models; people get one line
     } else {
       const text = d.text || d.message || d.guideline || d.reason || "";
       body.textContent = text ? String(text) : clip(JSON.stringify(d), 600);

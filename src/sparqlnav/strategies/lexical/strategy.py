@@ -15,6 +15,7 @@ from sparqlnav.context import RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
+from sparqlnav.question.followup import NEEDS_A_NAME, pronoun, read_followup
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import WordToken, content_positions, is_stopword, link
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
@@ -50,9 +51,23 @@ class LexicalStrategy:
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
-        """Answer one question from its own words (with no LLM, earlier turns cannot be read, so `context` is
-        not used)."""
-        return _Run(self, question, kg, trace).answer()
+        """Answer one question from its own words; a follow-up's pronoun ("When was it discovered?") is read as
+        the last answer's one thing, or the thing the last question named (`question/followup`)."""
+        word = pronoun(question)
+        turn = context.history[-1] if context is not None and context.history else None
+        reading = read_followup(question, turn, kg) if word and turn is not None else None
+        if reading is not None:
+            trace.emit("info", text=f"a follow-up: '{reading.word}' read as {reading.label} ({reading.because}): "
+                                    f"{reading.question}", followup=reading.iri)
+            answer = _Run(self, reading.question, kg, trace).answer()
+            return replace(answer, question=question)
+        answer = _Run(self, question, kg, trace).answer()
+        if word and answer.status == "not_found" and (turn is not None or not answer.extra.get("best_guess")):
+            # Nothing the question names was found, and it points back at something: say what would help.
+            hint = NEEDS_A_NAME.format(word=word)
+            trace.emit("info", text=hint)
+            return replace(answer, text=f"{answer.text} {hint}")
+        return answer
 
 
 def create(llm: object = None, **options: Any) -> LexicalStrategy:
