@@ -220,9 +220,10 @@ class CascadeSettings(_Part):
     """When the `auto` cascade trusts a cheaper strategy's answer (defaults measured on CK25 by
     bench/cascade_cost.py, see bench/results/cascade.md)."""
 
-    # lexical answers are kept, with no LLM call, from this confidence up. 0: whenever lexical itself says
-    # `answered` (its own calibrated threshold): CK25's kept lexical answers were then right (F1 ≥ 0.5) 90 % of
-    # the time, as at 0.8, with fewer LLM calls (bench/results/cascade.md)
+    # lexical answers from this confidence up go to the answer check (one LLM call) and are kept when it says they
+    # answer the question (issue 24). 0: whenever lexical itself says `answered` (its own calibrated threshold):
+    # before the check, CK25's kept lexical answers were then right (F1 ≥ 0.5) 90 % of the time, as at 0.8, with
+    # fewer LLM calls (bench/results/cascade.md)
     lexical_confidence: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
     # more rows than this for a question asking for one thing ("who is the manager of …") is not trusted:
     # the most rows of any CK25 reference answer to such a question

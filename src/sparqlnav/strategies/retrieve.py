@@ -38,6 +38,7 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
+from sparqlnav.question.named import named_things
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
 from sparqlnav.retrieval.index import (
@@ -56,9 +57,9 @@ from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
-from sparqlnav.tools.digest import Digests, annotated_shape, main_classes
+from sparqlnav.tools.digest import Digests, annotated_shape, graph_notes, main_classes
 from sparqlnav.tools.lookup import absent
-from sparqlnav.tools.toolkit import Observation, TracedEndpoint
+from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
 _BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -324,7 +325,8 @@ class _Run:
         listed = ("  This graph's classes (use their names where they fit): " + ", ".join(dict.fromkeys(names)) + ".\n"
                   if names else "")
         system = Template(prompt_text("retrieve_decompose.md")).safe_substitute(classes=listed)
-        messages = [Message.system(system), Message.user(self.context.with_question(self.question))]
+        # The handover is for generation only: an earlier stage's query and doubts do not help split the question.
+        messages = [Message.system(system), Message.user(self.context.without_handover().with_question(self.question))]
         try:
             found = self.client.chat_json(messages, Decomposition, repairs=1, purpose="decompose", record=self.record,
                                           budget=self.budget)
@@ -447,14 +449,41 @@ class _Run:
         shape_texts = self._shape_texts(ctx, shapes)
         schema = self._schema(ctx)
         known = schema.prefix_map.merged(dict(self.kg.prefixes.items())) if schema else self.kg.prefixes
+        graph = self._graph_text(schema, known, shape_texts)
+        named = self._named_text(known)
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
             endpoints=self._endpoints_text(ctx, endpoints),
             examples="\n\n".join(example_texts) or "(no examples)",
             shapes="\n\n".join(shape_texts) or "(no schema information)",
-            prefixes=prefix_lines([*example_texts, *shape_texts], known) or "# (none needed)",
+            prefixes=prefix_lines([*example_texts, *shape_texts, graph, named], known) or "# (none needed)",
+            graph=graph,
+            named=named,
         )
         self.messages = [Message.system(system), Message.user(self.context.with_question(self.question))]
         return self._ask("generate")
+
+    def _named_text(self, prefixes: PrefixMap) -> str:
+        """What the question names, looked up in the graph (its queries traced), as a prompt block: a writer without
+        lookup tools otherwise guesses identifiers from the pattern of a sample value."""
+        self.trace.emit("action", tool="resolve_names", arguments={"question": self.question})
+        try:
+            found = named_things(self.kg, self.question,
+                                 endpoint=TracedEndpoint(self.kg.endpoint, self.trace, purpose="lookup"))
+        except NAME_SERVICE_ERRORS as exc:
+            self.trace.emit("observation", text=f"names not looked up: {exc}", named=[])
+            return ""
+        lines = found.lines(prefixes)
+        self.trace.emit("observation", text="\n".join(lines) or "(no names in the question)", named=found.to_json())
+        return Template(prompt_text("retrieve_named.md")).safe_substitute(names="\n".join(lines)) if lines else ""
+
+    def _graph_text(self, schema: Schema | None, prefixes: PrefixMap, shape_texts: Sequence[str]) -> str:
+        """What the digest knows of the whole graph (no label property, property groups), as a prompt block."""
+        if schema is None:
+            return ""
+        shown = "\n".join(shape_texts)
+        properties = [p for p in schema.predicates if prefixes.compact(p) in shown]
+        notes = graph_notes(self.strategy.digests.get(self.kg), prefixes, properties)
+        return Template(prompt_text("retrieve_graph.md")).safe_substitute(notes="\n".join(notes)) if notes else ""
 
     def _ask(self, purpose: str) -> Attempt:
         reply = self._chat(self.messages, purpose)
@@ -590,7 +619,7 @@ class _Run:
         half = max(1, self.options.result_rows // 2)
         labels = shown_labels(table, self.kg.names, head=half, tail=half) if endpoint is None else {}
         shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
-        user = f"{self.context.with_question(self.question)}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
+        user = f"{self.context.without_handover().with_question(self.question)}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
         reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
         text, self.doubt = split_doubt(reply.text)
         if self.doubt is not None:
