@@ -26,7 +26,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
-from sparqlnav.sparql.guard import QueryForm, Refused, check_query, tokens
+from sparqlnav.sparql.guard import QueryForm, Refused, Unreadable, check_query, tokens
 from sparqlnav.transport import guarded_transport
 from sparqlnav.version import __version__
 
@@ -316,6 +316,9 @@ class RemoteEndpoint:
         self.http = http or HttpOptions()
         # A SERVICE clause may call this endpoint itself, unless its URL is private (a local store's server).
         self.allowed_services = [url, *allowed_services] if allow_self else list(allowed_services)
+        # sparqlnav's own engine (allow_self=False) is Oxigraph: a query runs there only when it parses as Oxigraph
+        # reads it; a remote engine may speak its own dialect (see sparql/guard.py).
+        self._remote_dialect = allow_self
         self._sleep = sleep
         self._client = httpx.Client(
             headers={"User-Agent": self.http.user_agent, **self.http.headers},
@@ -343,7 +346,10 @@ class RemoteEndpoint:
             message = f"error at character {exc.start + 1}: U+{ord(sparql[exc.start]):04X} is a lone surrogate, not a character"
             return QueryResult(sparql, Outcome.SYNTAX_ERROR, message=message, endpoint=self.name)
         try:
-            form = check_query(sparql, self.allowed_services)
+            form = check_query(sparql, self.allowed_services, remote=self._remote_dialect, deadline=start + limit)
+        except Unreadable as exc:
+            # Not SPARQL as sparqlnav reads it: not run, and reported as the syntax error it is, with its place.
+            return QueryResult(sparql, Outcome.SYNTAX_ERROR, message=exc.syntax_message(), endpoint=self.name)
         except Refused as exc:
             # The outcome already says "refused"; the message says why, so it is shown once.
             message = str(exc).removeprefix(f"{Outcome.REFUSED.value}: ")

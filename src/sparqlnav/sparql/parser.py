@@ -1,5 +1,8 @@
 """A parse-only SPARQL 1.1 query parser: syntax errors with line and column, and the parts a checker needs
-(triple patterns with property paths, the endpoint each pattern runs on, VALUES, IRI positions).
+(triple patterns with property paths, the endpoint each pattern runs on, VALUES, IRI positions). It also reads
+the SPARQL 1.2 forms Oxigraph 0.5 accepts (triple terms, reified triples, annotations, their functions, LATERAL),
+decodes \\u escapes in strings and IRIs as Oxigraph does, and with `oxigraph=True` ends names where Oxigraph ends
+them: the guard runs a query only when this parser reads it completely.
 
 It never evaluates anything and never touches the network: pyoxigraph can only parse by executing, and an
 executed SERVICE clause makes an HTTP call. Grammar: https://www.w3.org/TR/sparql11-query/#sparqlGrammar
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
@@ -210,42 +214,97 @@ class SparqlSyntaxError(SparqlnavError):
 
 # -------------------------------------------------------------------------------------------- lexer
 
-_PN_CHARS_BASE = (
+# Names are read in one of two dialects. SPARQL 1.1's grammar, for checking and for remote engines; and Oxigraph
+# 0.5.13's (the local engine), which the guard relies on: a name must end where the engine ends it, or a SERVICE
+# clause could hide inside what we took for one name. Oxigraph's PN_CHARS_BASE stops at U+FFFD and its local names
+# hold one run of dots at most (`ex:a.b.c` is `ex:a.b` then `.c`). Every repetition is possessive (`*+`), as in a
+# PEG grammar: no match backtracks, so lexing is linear in the text.
+_PN_CHARS_BASE_BMP = (
     "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
-    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
+    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd"
 )
-_PN_CHARS_U = _PN_CHARS_BASE + "_"
-_PN_CHARS = _PN_CHARS_U + r"\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
 _PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
-_PN_PREFIX = rf"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"
-_PN_LOCAL = (
-    rf"(?:[{_PN_CHARS_U}:0-9]|{_PLX})(?:(?:[{_PN_CHARS}.:]|{_PLX})*(?:[{_PN_CHARS}:]|{_PLX}))?"
-)
-_VARNAME = rf"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*"
-_ECHAR = r"""\\[tbnrf\\"']|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"""
-_WS = r"(?:\s|\#[^\n\r]*)*"
+UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
+# IRIREF: any character but these, and \u escapes (decoded, then checked again: see `_Parser.check_iri`).
+IRIREF = rf"""<(?:[^<>"{{}}|^`\\\x00-\x20]|{UCHAR})*+>"""
+LANGTAG = r"@[a-zA-Z]++(?:-[a-zA-Z0-9]++)*+(?:--[a-zA-Z]++)?+"
+_ECHAR = rf"""\\[tbnrf\\"']|{UCHAR}"""
+# SPARQL's whitespace is these four characters (Oxigraph refuses a no-break space); comments end at \r or \n.
+_WS = r"(?:[ \t\r\n]|\#[^\n\r]*+)*+"
 
-_TOKEN = re.compile(
-    rf"""
-    (?P<IRI><[^<>"{{}}|^`\\\x00-\x20]*>)
-  | (?P<LSTRING1>'''(?:(?:''|')?(?:[^'\\]|{_ECHAR}))*''')
-  | (?P<LSTRING2>\"\"\"(?:(?:""|")?(?:[^"\\]|{_ECHAR}))*\"\"\")
-  | (?P<STRING1>'(?:[^'\\\n\r]|{_ECHAR})*')
-  | (?P<STRING2>"(?:[^"\\\n\r]|{_ECHAR})*")
-  | (?P<VAR>[?$]{_VARNAME})
-  | (?P<BNODE>_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?)
-  | (?P<PNAME>(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?)
-  | (?P<LANGTAG>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)
-  | (?P<DOUBLE>(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)[eE][+-]?[0-9]+)
-  | (?P<DECIMAL>[0-9]*\.[0-9]+)
-  | (?P<INTEGER>[0-9]+)
-  | (?P<NIL>\({_WS}\))
-  | (?P<ANON>\[{_WS}\])
-  | (?P<WORD>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<PUNCT>\^\^|&&|\|\||!=|<=|>=|[{{}}()\[\].,;|/^*+?!=<>\-])
-    """,
-    re.VERBOSE,
-)
+
+@dataclass(frozen=True)
+class Names:
+    """The regular expressions of one dialect's names."""
+
+    pn_prefix: str
+    pn_local: str
+    pname: str
+    blank_node: str
+    varname: str
+
+
+def _names(*, oxigraph: bool) -> Names:
+    base = _PN_CHARS_BASE_BMP + ("" if oxigraph else "\U00010000-\U000effff")
+    chars_u = base + "_"
+    chars = chars_u + r"\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
+    prefix = rf"[{base}][{chars}]*+(?:\.++[{chars}]++)*+"
+    first = rf"(?:[{chars_u}:0-9]|{_PLX})"
+    if oxigraph:
+        local = rf"{first}(?:[{chars}:]|{_PLX})*+(?:\.++(?:[{chars}:]|{_PLX})++)?+"
+    else:  # dots anywhere but at the end
+        local = rf"{first}(?:[{chars}:]|{_PLX}|\.++(?=[{chars}:]|{_PLX}))*+"
+    return Names(
+        pn_prefix=prefix,
+        pn_local=local,
+        pname=rf"(?:{prefix})?+:(?:{local})?+",
+        blank_node=rf"_:[{chars_u}0-9][{chars}]*+(?:\.++[{chars}]++)*+",
+        varname=rf"[{chars_u}0-9][{chars_u}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+",
+    )
+
+
+SPARQL_NAMES = _names(oxigraph=False)
+OXIGRAPH_NAMES = _names(oxigraph=True)
+
+
+@dataclass(frozen=True)
+class _Lexer:
+    token: re.Pattern[str]
+    # Inside a run of name characters that made no prefixed name (`true-true-…`, `a.a.a…`), no later position can
+    # start one either (it would end where the first attempt ended): lexing there leaves the PNAME attempt out, so a
+    # long run is scanned a fixed number of times, not once per word in it.
+    token_no_pname: re.Pattern[str]
+    name_run: re.Pattern[str]
+
+
+def _lexer(names: Names) -> _Lexer:
+    parts = [
+        rf"(?P<IRI>{IRIREF})",
+        rf"(?P<LSTRING1>'''(?:(?:''|')?+(?:[^'\\]|{_ECHAR}))*+''')",
+        rf'(?P<LSTRING2>"""(?:(?:""|")?+(?:[^"\\]|{_ECHAR}))*+""")',
+        rf"(?P<STRING1>'(?:[^'\\\n\r]|{_ECHAR})*+')",
+        rf'(?P<STRING2>"(?:[^"\\\n\r]|{_ECHAR})*+")',
+        rf"(?P<VAR>[?$]{names.varname})",
+        rf"(?P<BNODE>{names.blank_node})",
+        rf"(?P<PNAME>{names.pname})",
+        rf"(?P<LANGTAG>{LANGTAG})",
+        r"(?P<DOUBLE>(?:[0-9]++\.[0-9]*+|\.[0-9]++|[0-9]++)[eE][+-]?[0-9]++)",
+        r"(?P<DECIMAL>[0-9]*+\.[0-9]++)",
+        r"(?P<INTEGER>[0-9]++)",
+        r"(?P<NIL>\([ \t\r\n]*+\))",  # whitespace only: no comment inside NIL or ANON
+        r"(?P<ANON>\[[ \t\r\n]*+\])",
+        r"(?P<WORD>[A-Za-z_][A-Za-z0-9_]*+)",
+        # SPARQL 1.2: <<( )>> triple terms, << >> reified triples, {| |} annotations, ~ reifiers.
+        r"(?P<PUNCT><<\(|\)>>|<<|>>|\{\||\|\}|\^\^|&&|\|\||!=|<=|>=|[{}()\[\].,;|/^*+?!=<>\-~])",
+    ]
+    return _Lexer(
+        re.compile("|".join(parts)),
+        re.compile("|".join(p for p in parts if not p.startswith("(?P<PNAME>"))),
+        re.compile(names.pn_prefix),
+    )
+
+
+_LEXERS = {False: _lexer(SPARQL_NAMES), True: _lexer(OXIGRAPH_NAMES)}
 _SKIP = re.compile(_WS)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _GLUED = re.compile(
@@ -254,6 +313,12 @@ _GLUED = re.compile(
 )
 _RELOP = re.compile(r"<=|>=|!=|=|<|>")
 _UNESCAPE = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", "\\": "\\", '"': '"', "'": "'"}
+_ESCAPES = re.compile(_ECHAR)
+_UCHARS = re.compile(UCHAR)
+# What an IRI may not hold once its \u escapes are decoded (Oxigraph: "IRI parsing failed").
+_NOT_IN_IRI = re.compile(r'[<>"{}|^`\\\x00-\x20]')
+TICK_EVERY = 2048  # tokens between two looks at the caller's deadline and cancel signal
+MAX_QUOTED_DEPTH = 64  # as the guard's MAX_NESTING for brackets
 
 
 @dataclass(frozen=True)
@@ -268,14 +333,38 @@ class ParserToken:
     end: int
 
 
+def code_point(escape: str) -> str:
+    """The character a \\u or \\U escape stands for; ValueError for a surrogate or beyond U+10FFFF (Rust's `char`
+    has neither, so Oxigraph refuses them)."""
+    code = int(escape[2:], 16)
+    if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+        raise ValueError(f"{escape} stands for no character")
+    return chr(code)
+
+
 def _unescape_string(body: str) -> str:
     def repl(m: re.Match[str]) -> str:
         esc = m.group(0)
         if esc[1] in "uU":
-            return chr(int(esc[2:], 16))
+            return code_point(esc)
         return _UNESCAPE[esc[1]]
 
-    return re.sub(_ECHAR, repl, body)
+    return _ESCAPES.sub(repl, body)
+
+
+def decode_uchars(text: str) -> str:
+    """`text` with every \\u and \\U escape decoded, as SPARQL 1.1 (§19.2) reads a query before parsing it; an escape
+    that stands for no character is left as it is."""
+    if "\\u" not in text and "\\U" not in text:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        try:
+            return code_point(m.group())
+        except ValueError:
+            return m.group()
+
+    return _UCHARS.sub(repl, text)
 
 
 def _describe(tok: ParserToken) -> str:
@@ -340,12 +429,23 @@ _BUILTINS: dict[str, tuple[int, int | None]] = {
     "ISLITERAL": (1, 1),
     "ISNUMERIC": (1, 1),
     "REGEX": (2, 3),
+    # SPARQL 1.2, and ADJUST (SEP-0002), which Oxigraph 0.5 accepts
+    "LANGDIR": (1, 1),
+    "STRLANGDIR": (3, 3),
+    "HASLANG": (1, 1),
+    "HASLANGDIR": (1, 1),
+    "ISTRIPLE": (1, 1),
+    "TRIPLE": (3, 3),
+    "SUBJECT": (1, 1),
+    "PREDICATE": (1, 1),
+    "OBJECT": (1, 1),
+    "ADJUST": (2, 2),
 }
 _AGGREGATES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"})
 _UPDATE_WORDS = frozenset(
     {"INSERT", "DELETE", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY", "WITH"}
 )
-_GPNT_WORDS = frozenset({"OPTIONAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES"})
+_GPNT_WORDS = frozenset({"OPTIONAL", "LATERAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES"})
 _TERM_START = frozenset(
     {"IRI", "PNAME", "VAR", "BNODE", "STRING", "INTEGER", "DECIMAL", "DOUBLE", "NIL", "ANON"}
 )
@@ -375,11 +475,22 @@ class _Projection:
 
 class _Parser:
     def __init__(
-        self, text: str, *, extra_prefixes: dict[str, str] | None, collect_undefined: bool
+        self,
+        text: str,
+        *,
+        extra_prefixes: dict[str, str] | None,
+        collect_undefined: bool,
+        tick: Callable[[], None] | None = None,
+        oxigraph: bool = False,
     ) -> None:
         self.text = text
         self.pos = 0
         self._cache: dict[int, ParserToken] = {}
+        self._lexer = _LEXERS[oxigraph]
+        self._no_pname_until = 0  # see _Lexer.token_no_pname
+        self._tick = tick
+        self._lexed = 0
+        self._quoted = 0  # reified triples and triple terms open around the current position
         self._line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
         self.prefixes: dict[str, str] = dict(extra_prefixes or {})
         self.declared: dict[str, str] = {}
@@ -434,7 +545,11 @@ class _Parser:
         if start >= len(self.text):
             tok = ParserToken("EOF", "", "", start, start)
         else:
-            m = _TOKEN.match(self.text, start)
+            self._lexed += 1
+            if self._tick is not None and self._lexed % TICK_EVERY == 0:
+                self._tick()
+            full = start >= self._no_pname_until
+            m = (self._lexer.token if full else self._lexer.token_no_pname).match(self.text, start)
             if m is None:
                 ch = self.text[start]
                 line, col = self.linecol(start)
@@ -446,8 +561,15 @@ class _Parser:
             raw = m.group()
             if kind.startswith(("LSTRING", "STRING")):
                 cut = 3 if kind.startswith("L") else 1
-                tok = ParserToken("STRING", _unescape_string(raw[cut:-cut]), raw, start, m.end())
+                try:
+                    value = _unescape_string(raw[cut:-cut])
+                except ValueError as exc:
+                    line, col = self.linecol(start)
+                    raise SparqlSyntaxError(f"in a string, {exc}", line, col, start) from None
+                tok = ParserToken("STRING", value, raw, start, m.end())
             elif kind == "WORD":
+                if full and (run := self._lexer.name_run.match(self.text, start)) and run.end() > m.end():
+                    self._no_pname_until = run.end()
                 tok = ParserToken("WORD", raw if raw == "a" else raw.upper(), raw, start, m.end())
             else:
                 tok = ParserToken(kind, raw, raw, start, m.end())
@@ -511,20 +633,32 @@ class _Parser:
 
     def check_iri(self, tok: ParserToken) -> str:
         value = tok.text[1:-1]
-        absolute = _SCHEME.match(value) is not None
-        if not absolute and self.base is not None:
-            return urljoin(self.base, value)
-        if not absolute:
-            raise self.error(
-                f"{tok.text} is not an absolute IRI (it needs a scheme such as http:) and there is no BASE",
-                tok,
-            )
+        if "\\" in value:
+            # \u escapes are decoded (as Oxigraph does) before the IRI is read: the guard compares what the engine
+            # will call, not its spelling.
+            try:
+                value = _UCHARS.sub(lambda m: code_point(m.group()), value)
+            except ValueError as exc:
+                raise self.error(f"{_describe(tok)} is not a valid IRI: {exc}", tok) from None
+            if (bad := _NOT_IN_IRI.search(value)) is not None:
+                raise self.error(
+                    f"{_describe(tok)} is not a valid IRI: an escape in it stands for {bad.group()!r}, which an IRI "
+                    "cannot hold",
+                    tok,
+                )
+        if _SCHEME.match(value) is None:
+            if self.base is None:
+                raise self.error(
+                    f"{_describe(tok)} is not an absolute IRI (it needs a scheme such as http:) and there is no BASE",
+                    tok,
+                )
+            value = urljoin(self.base, value)
         if re.search(r"%(?![0-9A-Fa-f]{2})", value):
             raise self.error(
-                f"{tok.text} is not a valid IRI: '%' must be followed by two hex digits", tok
+                f"{_describe(tok)} is not a valid IRI: '%' must be followed by two hex digits", tok
             )
         if value.count("#") > 1:
-            raise self.error(f"{tok.text} is not a valid IRI: it has more than one '#'", tok)
+            raise self.error(f"{_describe(tok)} is not a valid IRI: it has more than one '#'", tok)
         return value
 
     def new_bnode(self) -> BNode:
@@ -601,6 +735,10 @@ class _Parser:
                 ns = self.check_iri(iri)
                 self.prefixes[name.text[:-1]] = ns
                 self.declared[name.text[:-1]] = ns
+            elif self.accept_word("VERSION"):  # SPARQL 1.2: a short string, not a long one
+                version = self.next()
+                if version.kind != "STRING" or version.text[:3] in ("'''", '"""'):
+                    raise self.expected('a version string such as "1.2" after VERSION', version)
             else:
                 return
 
@@ -918,6 +1056,9 @@ class _Parser:
 
     def data_block_value(self) -> Term | None:
         tok = self.peek()
+        if self.is_punct("<<("):
+            self.triple_term_data()
+            return None  # a triple term: no single value to record
         if tok.kind == "WORD" and tok.value == "UNDEF" and tok.text != "a":
             self.next()
             return None
@@ -971,7 +1112,7 @@ class _Parser:
         tok = self.peek()
         if tok.kind in _TERM_START:
             return True
-        if tok.kind == "PUNCT" and tok.value in ("(", "[", "+", "-"):
+        if tok.kind == "PUNCT" and tok.value in ("(", "[", "+", "-", "<<", "<<("):
             return True
         return tok.kind == "WORD" and tok.text in ("true", "false")
 
@@ -1005,6 +1146,10 @@ class _Parser:
             old = self.with_context("OPTIONAL")
             scope |= self.group_graph_pattern()
             self._context = old
+        elif word == "LATERAL":  # SEP-0006, which Oxigraph 0.5 accepts
+            old = self.with_context("LATERAL")
+            scope |= self.group_graph_pattern()
+            self._context = old
         elif word == "MINUS":
             old = self.with_context("MINUS")
             self.group_graph_pattern()
@@ -1021,6 +1166,14 @@ class _Parser:
             scope |= self.group_graph_pattern()
             self._context = old
         elif word == "SERVICE":
+            after = self.peek()
+            if after.kind in ("WORD", "PNAME") and after.text[:6].upper() == "SILENT" and after.text.upper() != "SILENT":
+                # Oxigraph matches keywords as prefixes: it reads `SERVICE SILENTLY:x` as SERVICE SILENT LY:x.
+                raise self.error(
+                    f"{_describe(after)} after SERVICE reads as SILENT followed by the rest; write SILENT, a space, "
+                    "and the endpoint",
+                    after,
+                )
             silent = self.accept_word("SILENT")
             name = self.next()
             if name.kind == "VAR":
@@ -1091,7 +1244,17 @@ class _Parser:
             ):
                 scope |= self.property_list(subject, paths=True)
             return scope
-        subject = self.var_or_term()
+        if self.is_punct("<<"):  # a reified triple may stand alone
+            subject, inner = self.reified_triple()
+            scope |= inner
+            if self.starts_verb(paths=True):
+                scope |= self.property_list(subject, paths=True)
+            return scope
+        if self.is_punct("<<("):
+            subject, inner = self.triple_term()
+            scope |= inner
+        else:
+            subject = self.var_or_term()
         if isinstance(subject, Var):
             scope.add(subject.name)
         if not self.starts_verb(paths=True):
@@ -1119,8 +1282,12 @@ class _Parser:
                 subject, _ = self.collection(paths=False)
                 if not (self.is_punct(".") or self.is_punct(until)):
                     self.property_list(subject, paths=False)
+            elif self.is_punct("<<"):
+                subject, _ = self.reified_triple()
+                if self.starts_verb(paths=False):
+                    self.property_list(subject, paths=False)
             elif self.starts_triples():
-                subject = self.var_or_term()
+                subject = self.triple_term()[0] if self.is_punct("<<(") else self.var_or_term()
                 if not self.starts_verb(paths=False):
                     raise self.expected(f"a predicate after the subject {_describe(tok)}")
                 self.property_list(subject, paths=False)
@@ -1163,6 +1330,7 @@ class _Parser:
                     subject, verb, obj, line, col, self._service, self._context, self._scope
                 )
                 (self.template if self._in_template else self.patterns).append(pattern)
+                scope |= self.annotations(verb, paths=paths)
                 if not self.accept_punct(","):
                     break
             if not self.accept_punct(";"):
@@ -1182,12 +1350,161 @@ class _Parser:
             return node, scope
         if self.is_punct("("):
             return self.collection(paths=paths)
+        if self.is_punct("<<"):
+            return self.reified_triple()
+        if self.is_punct("<<("):
+            return self.triple_term()
         if self.starts_triples():
             return self.var_or_term(role="class" if class_position else "other"), set()
         del tok
         raise self.expected(
             "an object (a variable, an IRI, a literal, [ … ] or ( … )) after the predicate"
         )
+
+    # -- SPARQL 1.2 (RDF-star) as Oxigraph 0.5 reads it. A triple term or a reified triple stands in the patterns
+    # as a blank node (or its reifier): the quoted triple is not asserted, so the checker has nothing to check there.
+    def annotations(self, verb: Var | Iri | Path, *, paths: bool) -> set[str]:
+        """Reifiers (`~ r`) and annotation blocks (`{| p o |}`) after an object: what they say is about the reifier."""
+        scope: set[str] = set()
+        while self.is_punct("~") or self.is_punct("{|"):
+            if not isinstance(verb, Var | Iri):
+                raise self.error("reifiers and annotations are not allowed on property paths")
+            node: Term | None = None
+            if self.accept_punct("~"):
+                node = self.reifier_id(scope)
+            node = node or self.new_bnode()
+            if self.is_punct("{|"):
+                self.next()
+                scope |= self.property_list(node, paths=paths)
+                self.expect_punct("|}", "'|}' to close the annotation")
+        return scope
+
+    def reifier_id(self, scope: set[str]) -> Term | None:
+        """The optional name after `~`: a variable, an IRI or a blank node."""
+        tok = self.peek()
+        if tok.kind == "VAR":
+            scope.add(tok.text[1:])
+            return self.var_or_term()
+        if tok.kind in ("IRI", "PNAME", "BNODE", "ANON"):
+            return self.var_or_term()
+        return None
+
+    def _quote(self) -> ParserToken:
+        # The engine's parser recurses per level: deep quoting is refused like deep brackets.
+        tok = self.next()
+        self._quoted += 1
+        if self._quoted > MAX_QUOTED_DEPTH:
+            raise self.error(f"quoted triples nest more than {MAX_QUOTED_DEPTH} deep", tok)
+        return tok
+
+    def reified_triple(self) -> tuple[Term, set[str]]:
+        """`<< s p o ~ r >>`: stands for its reifier (a fresh blank node without one)."""
+        self._quote()
+        scope: set[str] = set()
+        for position in ("subject", "predicate", "object"):
+            if position == "predicate":
+                self.quoted_verb(scope)
+                continue
+            tok = self.peek()
+            if self.is_punct("<<"):
+                scope |= self.reified_triple()[1]
+            elif self.is_punct("<<("):
+                scope |= self.triple_term()[1]
+            elif tok.kind in ("VAR", "IRI", "PNAME", "BNODE", "ANON", "STRING", "INTEGER", "DECIMAL", "DOUBLE") or (
+                self.is_punct("+") or self.is_punct("-") or (tok.kind == "WORD" and tok.text in ("true", "false"))
+            ):
+                if tok.kind == "VAR":
+                    scope.add(tok.text[1:])
+                self.var_or_term()
+            else:
+                raise self.expected(f"the {position} of the reified triple")
+        node: Term | None = None
+        if self.accept_punct("~"):
+            node = self.reifier_id(scope)
+        self.expect_punct(">>", "'>>' to close the reified triple")
+        self._quoted -= 1
+        return node or self.new_bnode(), scope
+
+    def triple_term(self) -> tuple[Term, set[str]]:
+        """`<<( s p o )>>` in a pattern: subject and object are variables, IRIs, literals, blank nodes or triple
+        terms."""
+        self._quote()
+        scope: set[str] = set()
+        for position in ("subject", "predicate", "object"):
+            if position == "predicate":
+                self.quoted_verb(scope)
+                continue
+            tok = self.peek()
+            if self.is_punct("<<("):
+                scope |= self.triple_term()[1]
+            elif tok.kind in ("VAR", "IRI", "PNAME", "BNODE", "ANON", "STRING", "INTEGER", "DECIMAL", "DOUBLE") or (
+                self.is_punct("+") or self.is_punct("-") or (tok.kind == "WORD" and tok.text in ("true", "false"))
+            ):
+                if tok.kind == "VAR":
+                    scope.add(tok.text[1:])
+                self.var_or_term()
+            else:
+                raise self.expected(f"the {position} of the triple term")
+        self.expect_punct(")>>", "')>>' to close the triple term")
+        self._quoted -= 1
+        return self.new_bnode(), scope
+
+    def triple_term_data(self) -> None:
+        """`<<( s p o )>>` in VALUES: an IRI, then an IRI or `a`, then an IRI, a literal or a triple term."""
+        self._quote()
+        subject = self.next()
+        if subject.kind not in ("IRI", "PNAME"):
+            raise self.expected("an IRI as the subject of the triple term", subject)
+        self.iri_of(subject)
+        verb = self.next()
+        if verb.kind in ("IRI", "PNAME"):
+            self.iri_of(verb)
+        elif not (verb.kind == "WORD" and verb.text == "a"):
+            raise self.expected("an IRI or 'a' as the predicate of the triple term", verb)
+        tok = self.peek()
+        if self.is_punct("<<("):
+            self.triple_term_data()
+        elif tok.kind in ("IRI", "PNAME", "STRING", "INTEGER", "DECIMAL", "DOUBLE") or (
+            self.is_punct("+") or self.is_punct("-") or (tok.kind == "WORD" and tok.text in ("true", "false"))
+        ):
+            self.var_or_term()
+        else:
+            raise self.expected("an IRI, a literal or a triple term as the object of the triple term")
+        self.expect_punct(")>>", "')>>' to close the triple term")
+        self._quoted -= 1
+
+    def expr_triple_term(self) -> _Expr:
+        """`<<( s p o )>>` in an expression: subject and object are triple terms, IRIs, literals or variables."""
+        self._quote()
+        expr = _Expr()
+        for position in ("subject", "predicate", "object"):
+            if position == "predicate":
+                self.quoted_verb(expr.vars)
+                continue
+            tok = self.peek()
+            if self.is_punct("<<("):
+                expr.add(self.expr_triple_term())
+            elif tok.kind in ("VAR", "IRI", "PNAME", "STRING", "INTEGER", "DECIMAL", "DOUBLE") or (
+                self.is_punct("+") or self.is_punct("-") or (tok.kind == "WORD" and tok.text in ("true", "false"))
+            ):
+                if tok.kind == "VAR":
+                    expr.vars.add(tok.text[1:])
+                self.var_or_term()
+            else:
+                raise self.expected(f"the {position} of the triple term")
+        self.expect_punct(")>>", "')>>' to close the triple term")
+        self._quoted -= 1
+        return expr
+
+    def quoted_verb(self, scope: set[str]) -> None:
+        """The predicate of a quoted triple: a variable, an IRI or `a` (no property path)."""
+        tok = self.next()
+        if tok.kind == "VAR":
+            scope.add(tok.text[1:])
+        elif tok.kind in ("IRI", "PNAME"):
+            self.iri_of(tok)
+        elif not (tok.kind == "WORD" and tok.text == "a"):
+            raise self.expected("a variable, an IRI or 'a' as the predicate of the quoted triple", tok)
 
     def collection(self, *, paths: bool) -> tuple[Term, set[str]]:
         self.expect_punct("(")
@@ -1282,8 +1599,10 @@ class _Parser:
         if tok.kind != "STRING":
             raise self.expected("a literal", tok)
         nxt = self.peek()
-        if nxt.kind == "LANGTAG" and nxt.start == tok.end:
+        if nxt.kind == "LANGTAG":
             self.next()
+            if "--" in nxt.text and nxt.text.rpartition("--")[2] not in ("ltr", "rtl"):
+                raise self.error("a base direction after '--' is ltr or rtl", nxt)
             return Literal(tok.value, None, nxt.text[1:])
         if self.is_punct("^^"):
             self.next()
@@ -1429,7 +1748,9 @@ class _Parser:
         return expr
 
     def unary_expression(self) -> _Expr:
-        if self.is_punct("!") or self.is_punct("+") or self.is_punct("-"):
+        while self.accept_punct("!"):  # `!!x` is SPARQL 1.2; a loop, as a long run must not recurse
+            pass
+        if self.is_punct("+") or self.is_punct("-"):
             self.next()
         return self.primary_expression()
 
@@ -1437,6 +1758,11 @@ class _Parser:
         tok = self.peek()
         if self.is_punct("("):
             return self.bracketted_expression()
+        if self.is_punct("<<("):
+            return self.expr_triple_term()
+        if self.is_punct("+") or self.is_punct("-"):
+            self.literal()  # a signed number; anything else is refused there
+            return _Expr()
         if tok.kind == "VAR":
             self.next()
             return _Expr({tok.text[1:]})
@@ -1550,13 +1876,23 @@ class _Parser:
 
 
 def parse_query(
-    text: str, *, prefixes: dict[str, str] | None = None, collect_undefined_prefixes: bool = False
+    text: str,
+    *,
+    prefixes: dict[str, str] | None = None,
+    collect_undefined_prefixes: bool = False,
+    tick: Callable[[], None] | None = None,
+    oxigraph: bool = False,
 ) -> ParsedQuery:
-    """Parse a SPARQL 1.1 query (never executed); raise SparqlSyntaxError with line and column.
+    """Parse a SPARQL 1.1 query, or one with the SPARQL 1.2 forms Oxigraph 0.5 reads (never executed); raise
+    SparqlSyntaxError with line and column.
 
     `prefixes` are predeclared (the query's own PREFIX lines win). With `collect_undefined_prefixes`
-    undeclared prefixes are recorded in `undefined_prefixes` instead of raising."""
-    parser = _Parser(text, extra_prefixes=prefixes, collect_undefined=collect_undefined_prefixes)
+    undeclared prefixes are recorded in `undefined_prefixes` instead of raising. `tick` is called every
+    `TICK_EVERY` tokens (a caller's deadline or cancel signal raises from it). With `oxigraph`, names are read as
+    Oxigraph 0.5 reads them (see `OXIGRAPH_NAMES`), not as SPARQL 1.1 defines them."""
+    parser = _Parser(
+        text, extra_prefixes=prefixes, collect_undefined=collect_undefined_prefixes, tick=tick, oxigraph=oxigraph
+    )
     try:
         return parser.parse()
     except RecursionError:
