@@ -33,6 +33,16 @@ __all__ = [
 CONTEXT_CHARS = 8_000  # earlier turns kept in a prompt (about 2,000 tokens); older ones give way
 EDITED = "edited"  # the status of a turn that is the user's own edit of the query
 _ID_CHARS = frozenset("0123456789abcdef")
+_MAX_ID_CHARS = 64  # ids are 32 hex digits; a longer one is no id (and would be too long a file name)
+# A conversation keeps its latest turns within both bounds: a client could otherwise grow one without end (a
+# 99 KB edit per turn made a 17.7 MB file, rewritten on every turn).
+MAX_TURNS = 50
+MAX_BYTES = 512 * 1024
+
+
+def _size(turn: Turn) -> int:
+    """The bytes a turn takes in the conversation's JSON (ASCII-escaped, as it is written)."""
+    return len(json.dumps(asdict(turn)))
 
 
 class ConversationError(SparqlnavError):
@@ -70,12 +80,31 @@ class Conversation:
     created: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.time)
     turns: list[Turn] = field(default_factory=list)
+    dropped: int = 0  # the oldest turns given up to stay within bounds; turn numbers count them, so they stay put
+
+    @property
+    def count(self) -> int:
+        """Turns so far, dropped ones included: the number of the last one."""
+        return self.dropped + len(self.turns)
 
     def add(self, turn: Turn) -> int:
-        """Append a turn; its number (1-based)."""
+        """Append a turn; its number (1-based, counting dropped turns)."""
         self.turns.append(turn)
         self.last_used = time.time()
-        return len(self.turns)
+        return self.count
+
+    def trim(self, max_turns: int = MAX_TURNS, max_bytes: int = MAX_BYTES) -> int:
+        """Drop the oldest turns until at most `max_turns` are left and they take at most `max_bytes` (the latest
+        turn always stays); how many were dropped now."""
+        sizes = [_size(t) for t in self.turns]
+        total, cut = sum(sizes), 0
+        while len(self.turns) - cut > 1 and (len(self.turns) - cut > max_turns or total > max_bytes):
+            total -= sizes[cut]
+            cut += 1
+        if cut:
+            del self.turns[:cut]
+            self.dropped += cut
+        return cut
 
     def edited(self, sparql: str) -> int:
         """Record the user's edit of the query as a turn; its number."""
@@ -87,9 +116,13 @@ class Conversation:
         turns = self.turns
         notes: tuple[str, ...] = ()
         if refine is not None:
-            if not 1 <= refine <= len(turns):
-                raise ConversationError(f"no turn {refine} to refine: this conversation has {len(turns)} turn(s)")
-            turns = turns[:refine]
+            if not 1 <= refine <= self.count:
+                raise ConversationError(f"no turn {refine} to refine: this conversation has {self.count} turn(s)")
+            if refine <= self.dropped:
+                raise ConversationError(
+                    f"turn {refine} was dropped: this conversation keeps turns {self.dropped + 1}–{self.count}"
+                )
+            turns = turns[: refine - self.dropped]
             notes = ("The user refines the last turn above: start from its query.",)
         return RunContext(history=tuple(turns), notes=notes).within(max_chars)
 
@@ -100,6 +133,7 @@ class Conversation:
             "owner": self.owner,
             "created": self.created,
             "last_used": self.last_used,
+            "dropped": self.dropped,
             "turns": [asdict(t) for t in self.turns],
         }
 
@@ -112,13 +146,14 @@ class Conversation:
             created=float(data["created"]),
             last_used=float(data["last_used"]),
             turns=[Turn(**t) for t in data.get("turns", [])],
+            dropped=int(data.get("dropped", 0)),
         )
 
 
 class ConversationStore:
     """At most `max_count` conversations, each kept `ttl_s` after its last use; the least recently used goes
-    first. With `directory`, each is also written there as JSON (and read back after a restart); files follow
-    the same bounds. Thread-safe."""
+    first. Each keeps its latest `max_turns` turns within `max_bytes`. With `directory`, each is also written there
+    as JSON (and read back after a restart); files follow the same bounds. Thread-safe."""
 
     def __init__(
         self,
@@ -126,11 +161,16 @@ class ConversationStore:
         ttl_s: float = 86_400.0,
         directory: Path | None = None,
         clock: Callable[[], float] = time.time,
+        *,
+        max_turns: int = MAX_TURNS,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
-        if max_count < 1 or ttl_s <= 0:
-            raise ValueError("a conversation store needs max_count >= 1 and ttl_s > 0")
+        if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1:
+            raise ValueError("a conversation store needs max_count, max_turns, max_bytes >= 1 and ttl_s > 0")
         self.max_count = max_count
         self.ttl_s = ttl_s
+        self.max_turns = max_turns
+        self.max_bytes = max_bytes
         self.directory = directory
         self.clock = clock
         self._items: OrderedDict[str, Conversation] = OrderedDict()
@@ -144,7 +184,7 @@ class ConversationStore:
         """The store the settings describe (on disk under the home when SPARQLNAV_CONVERSATIONS=disk)."""
         part = settings.conversations
         directory = settings.paths.home / "conversations" if part.on_disk else None
-        return cls(part.max_count, part.ttl_s, directory)
+        return cls(part.max_count, part.ttl_s, directory, max_turns=part.max_turns, max_bytes=part.max_bytes)
 
     def __len__(self) -> int:
         with self._lock:
@@ -160,6 +200,8 @@ class ConversationStore:
     def get(self, ident: str, owner: str | None = None) -> Conversation:
         """The conversation called `ident`, if `owner` may use it. Raises ConversationNotFound or
         ConversationRefused."""
+        if len(ident) > _MAX_ID_CHARS:  # never one of ours; the message would repeat it all
+            raise ConversationNotFound(f"no conversation {ident[:40]!r}… ({len(ident)} characters; ids have 32)")
         with self._lock:
             self._expire()
             conversation = self._items.get(ident) or self._load(ident)
@@ -187,8 +229,19 @@ class ConversationStore:
         """Append a turn to a kept conversation and save it; the turn's number."""
         with self._lock:
             number = conversation.add(turn)
+            conversation.trim(self.max_turns, self.max_bytes)
         self.save(conversation)
         return number
+
+    def note(self, conversation: Conversation) -> str:
+        """What a client is told when the conversation's oldest turns were dropped ('' when none were)."""
+        if not conversation.dropped:
+            return ""
+        first = "turn 1 was" if conversation.dropped == 1 else f"turns 1–{conversation.dropped} were"
+        return (
+            f"{first} dropped: a conversation keeps its latest {self.max_turns} turns "
+            f"within {self.max_bytes // 1024} KiB"
+        )
 
     def _expire(self) -> None:
         cutoff = self.clock() - self.ttl_s
@@ -216,7 +269,8 @@ class ConversationStore:
             return
         path = self._path(conversation.id)
         partial = path.with_suffix(".part")
-        partial.write_text(json.dumps(conversation.to_json(), ensure_ascii=False), encoding="utf-8")
+        # ASCII-escaped: a lone surrogate from a graph's data is kept, where UTF-8 could not write it.
+        partial.write_text(json.dumps(conversation.to_json()), encoding="utf-8")
         partial.replace(path)
 
     def _prune_files(self) -> None:
@@ -239,8 +293,8 @@ class ConversationStore:
 
     def _load(self, ident: str) -> Conversation | None:
         """A conversation kept on disk by an earlier run of the server, unless it has expired."""
-        if self.directory is None or not ident or not set(ident) <= _ID_CHARS:
-            return None  # ids are hex: nothing else may reach the file system
+        if self.directory is None or not ident or len(ident) > _MAX_ID_CHARS or not set(ident) <= _ID_CHARS:
+            return None  # ids are short hex: nothing else may reach the file system
         path = self._path(ident)
         try:
             conversation = Conversation.from_json(json.loads(path.read_text(encoding="utf-8")))
@@ -252,4 +306,5 @@ class ConversationStore:
         if conversation.last_used < self.clock() - self.ttl_s:
             path.unlink(missing_ok=True)
             return None
+        conversation.trim(self.max_turns, self.max_bytes)  # the bounds may have been lowered since it was written
         return conversation

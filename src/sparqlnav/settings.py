@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sparqlnav.conversation import MAX_BYTES, MAX_TURNS
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
 from sparqlnav.llm.client import LLMConfig, load_prices
@@ -75,6 +76,8 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
     ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
     ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
+    ("conversations", "max_turns"): ("SPARQLNAV_CONVERSATIONS_TURNS",),
+    ("conversations", "max_bytes"): ("SPARQLNAV_CONVERSATIONS_BYTES",),
     ("cascade", "lexical_confidence"): ("SPARQLNAV_AUTO_LEXICAL_CONFIDENCE",),
     ("cascade", "singular_rows"): ("SPARQLNAV_AUTO_SINGULAR_ROWS",),
     ("debug", "on"): ("SPARQLNAV_DEBUG",),
@@ -199,11 +202,14 @@ class ServeSettings(_Part):
 
 
 class ConversationSettings(_Part):
-    """Where the server keeps conversations (memory, or disk under the home) and how many, for how long."""
+    """Where the server keeps conversations (memory, or disk under the home), how many, for how long, and how
+    much of each (its latest turns within a count and a size)."""
 
     keep: Literal["memory", "disk"] = "memory"
     max_count: int = Field(default=1000, ge=1)
     ttl_s: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # after the last use
+    max_turns: int = Field(default=MAX_TURNS, ge=1)
+    max_bytes: int = Field(default=MAX_BYTES, ge=1024)
 
     @property
     def on_disk(self) -> bool:

@@ -5,10 +5,20 @@ client can send one)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-__all__ = ["HostCheck", "Networks", "client_address", "host_name", "is_loopback"]
+__all__ = [
+    "HostCheck",
+    "Networks",
+    "client_address",
+    "from_a_page",
+    "host_name",
+    "is_loopback",
+    "presented_token",
+]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})  # listening everywhere names no host
@@ -85,3 +95,32 @@ def client_address(peer: str, forwarded_for: str | None, trusted: Networks) -> s
         except ValueError:
             break  # not an address: keep the proxy that passed it on as the client
     return client
+
+
+def presented_token(authorization: str) -> str | None:
+    """The token an Authorization header presents: a bearer token, or the password of Basic credentials (what a
+    client that cannot set headers sends for a URL like http://any:TOKEN@host/…); None when it presents none."""
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            return None
+        _, colon, password = decoded.partition(":")
+        return password if colon else None
+    return None
+
+
+def from_a_page(headers: Mapping[bytes, bytes]) -> bool:
+    """Whether a browser page may have sent this request without the server's consent (a "simple" request, which
+    no CORS preflight asks about first: an <img>, a link, a form). Browsers name themselves (every current one's
+    User-Agent starts with Mozilla/) and say where a request comes from (Sec-Fetch-Site, Origin); a page can set
+    none of these. It cannot add X-Requested-With either without a preflight the server must allow."""
+    if headers.get(b"x-requested-with"):
+        return False
+    if headers.get(b"sec-fetch-site", b"").lower() in (b"same-origin", b"none"):  # this server's own page, or typed
+        return False
+    browser = headers.get(b"user-agent", b"").startswith(b"Mozilla/")
+    return browser or b"sec-fetch-site" in headers or b"origin" in headers

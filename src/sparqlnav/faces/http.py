@@ -29,7 +29,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparqlnav.conversation import ConversationStore
-from sparqlnav.faces.access import HostCheck, Networks, client_address
+from sparqlnav.faces.access import HostCheck, Networks, client_address, from_a_page, presented_token
+from sparqlnav.faces.limits import MAX_BODY_BYTES, shown
 from sparqlnav.faces.routes_ask import ask_routes, request_owner
 from sparqlnav.faces.routes_meta import meta_routes, web_dir
 from sparqlnav.faces.routes_tools import tool_routes
@@ -70,6 +71,9 @@ log = logging.getLogger("sparqlnav.faces.http")
 
 PROTECTED = ("/api/", "/mcp", "/text2sparql")  # what the token and the rate limit guard
 AUTH_FAILURES_PER_MINUTE = 10.0  # wrong tokens a client may send (bursts of 10, then one every 6 s)
+# GET routes that start an LLM run: without a token, a browser page may reach them only with a header that no
+# other site's page can send without a CORS preflight (an <img> pointing here started runs).
+LLM_GETS = ("/text2sparql",)
 
 
 # -- structured logs -------------------------------------------------------------------------------
@@ -141,9 +145,22 @@ class RateLimiter:
         return 0.0
 
 
+class _BodyTooLarge(Exception):
+    """A request body without a length ran past the limit while it was read."""
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"the request body is too large (the limit is {limit:,} bytes)"},
+        status_code=413,
+        headers={"Connection": "close"},  # the rest of the body is not read
+    )
+
+
 class RequestGuard:
-    """ASGI middleware: a request id on every response, bearer-token auth and a rate limit on the API,
-    and one structured log line per request (written when a stream ends, with its real duration)."""
+    """ASGI middleware: a request id on every response, a bound on request bodies, bearer-token auth and a rate
+    limit on the API, LLM routes out of reach of other sites' pages, and one structured log line per request
+    (written when a stream ends, with its real duration)."""
 
     def __init__(
         self,
@@ -154,6 +171,7 @@ class RequestGuard:
         hosts: HostCheck | None = None,
         proxies: Networks | None = None,
         auth_failures: RateLimiter | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.app = app
         self.token = token
@@ -161,6 +179,7 @@ class RequestGuard:
         self.hosts = hosts  # None: any Host (a token protects the server)
         self.proxies = proxies or Networks()
         self.auth_failures = auth_failures  # wrong tokens allowed per client, as a rate
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -174,21 +193,45 @@ class RequestGuard:
         forwarded = headers.get(b"x-forwarded-for")
         client = client_address(peer, forwarded.decode("latin-1") if forwarded else None, self.proxies)
         status = 0
+        cut = False  # the body ran past the limit: whatever the app says, the answer is 413
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
+            if cut:
+                return
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
             await send(message)
 
+        read = 0
+        limit = self.max_body_bytes
+
+        async def receive_within_limit() -> Message:
+            # Counted as it arrives, so a body without a length is cut at the limit, never held whole.
+            nonlocal read, cut
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > limit:
+                    cut = status == 0  # a response already under way cannot be replaced
+                    raise _BodyTooLarge()
+            return message
+
         try:
             refusal = self._refuse(scope, headers, path, client)
             if refusal is not None:
                 await refusal(scope, receive, send_with_id)
             else:
-                await self.app(scope, receive, send_with_id)
+                try:
+                    await self.app(scope, receive_within_limit, send_with_id)
+                except Exception:  # after a cut, the app failed on the cut body: the 413 below says why
+                    if not cut:
+                        raise
+                if cut:
+                    cut = False
+                    await _too_large(limit)(scope, receive, send_with_id)
         finally:
             log.info(
                 "request",
@@ -209,14 +252,32 @@ class RequestGuard:
         if self.hosts is not None and not self.hosts.allows(host):
             return JSONResponse(
                 {
-                    "detail": f"this server does not answer to the host name {host!r} (DNS-rebinding protection): "
-                    "use localhost or 127.0.0.1, add the name with --allowed-host (SPARQLNAV_ALLOWED_HOSTS), "
-                    "or require a token"
+                    "detail": f"this server does not answer to the host name {shown(host)} (DNS-rebinding "
+                    "protection): use localhost or 127.0.0.1, add the name with --allowed-host "
+                    "(SPARQLNAV_ALLOWED_HOSTS), or require a token"
                 },
                 status_code=421,
             )
-        if scope.get("method") == "OPTIONS" or not path.startswith(PROTECTED):
+        length = headers.get(b"content-length", b"").strip()
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            return _too_large(self.max_body_bytes)  # refused before a byte of the body is read
+        method = scope.get("method")
+        if method == "OPTIONS" or not path.startswith(PROTECTED):
             return None
+        if method == "POST" and path.startswith("/api/") and not _json_type(headers.get(b"content-type", b"")):
+            # A body that does not say it is JSON is what another site's page can send without asking (a form, a
+            # Blob): FastAPI would still read it as JSON when the type is missing.
+            return JSONResponse(
+                {"detail": "send the body as JSON, with 'Content-Type: application/json'"}, status_code=415
+            )
+        if self.token is None and method == "GET" and path in LLM_GETS and from_a_page(headers):
+            return JSONResponse(
+                {
+                    "detail": f"{path} runs the LLM: from a browser, send an X-Requested-With header (which no other "
+                    "site's page can send unasked), or give the server a token"
+                },
+                status_code=403,
+            )
         if self.token is not None:
             # Refused before comparing: a client that keeps guessing gets no answer about its guesses.
             locked = self.auth_failures.wait(client) if self.auth_failures is not None else 0.0
@@ -226,9 +287,8 @@ class RequestGuard:
                     status_code=429,
                     headers={"Retry-After": str(math.ceil(locked))},
                 )
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), self.token):
+            given = presented_token(headers.get(b"authorization", b"").decode("latin-1"))
+            if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
                 if self.auth_failures is not None:
                     self.auth_failures.take(client)
                 return JSONResponse(
@@ -245,6 +305,12 @@ class RequestGuard:
                     headers={"Retry-After": str(math.ceil(wait))},
                 )
         return None
+
+
+def _json_type(value: bytes) -> bool:
+    """Whether a Content-Type names JSON (application/json, or a +json type)."""
+    kind = value.split(b";", 1)[0].strip().lower()
+    return kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))
 
 
 # -- the app -----------------------------------------------------------------------------------------
@@ -290,6 +356,7 @@ def create_app(
             runner=service.run,  # the API's slots, time limit and accounting
             conversations=service.conversations,
             owner_of_request=functools.partial(request_owner, service),
+            limits=config.limits,
         )
         mcp_app = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", host=config.host, transport_security=mcp_security(config)
@@ -346,13 +413,17 @@ def create_app(
         hosts=None if guard_token else HostCheck((config.host, *config.allowed_hosts)),
         proxies=Networks(config.trusted_proxies),
         auth_failures=RateLimiter(AUTH_FAILURES_PER_MINUTE),
+        max_body_bytes=config.max_body_bytes,
     )
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),
             allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"],
+            allow_headers=[
+                "Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID",
+                "X-Requested-With",
+            ],
             expose_headers=["X-Request-ID", "Mcp-Session-Id"],
         )
     return app

@@ -24,6 +24,7 @@ from sparqlnav.cancel import check as check_cancelled
 from sparqlnav.context import Turn
 from sparqlnav.conversation import ConversationError, ConversationStore
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.faces.limits import InputLimits, InputRefused, shown
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
 from sparqlnav.retrieval.indexes import KGIndexes
@@ -75,7 +76,7 @@ class SingleKG:
     def get(self, name: str | None = None) -> KnowledgeGraph:
         """The KG, when `name` is its name or none."""
         if name not in (None, "", self.kg.name):
-            raise KeyError(f"unknown KG {name!r}: this server has {self.kg.name!r}")
+            raise KeyError(f"unknown KG {shown(name)}: this server has {self.kg.name!r}")
         return self.kg
 
 
@@ -109,13 +110,22 @@ async def _ran(runner: Runner, work: Callable[[], str]) -> str:
 
 
 def _bound(
-    declared: Tool, toolkit: Callable[[str | None], Toolkit], kg: inspect.Parameter, runner: Runner
+    declared: Tool,
+    toolkit: Callable[[str | None], Toolkit],
+    kg: inspect.Parameter,
+    runner: Runner,
+    limits: InputLimits,
 ) -> Callable[..., Awaitable[str]]:
-    """The tool as a function of its own arguments plus `kg`, with that signature (the SDK derives the schema)."""
+    """The tool as a function of its own arguments plus `kg`, with that signature (the SDK derives the schema);
+    arguments over the faces' input limits are refused before any work starts."""
 
     async def call(**arguments: Any) -> str:
         graph = arguments.pop("kg", None)
         given = {k: v for k, v in arguments.items() if v is not None}
+        try:
+            limits.arguments(declared, given)
+        except InputRefused as exc:
+            raise ToolError(str(exc)) from None
         return await _ran(runner, lambda: _observed(declared(toolkit(graph), given)))
 
     call.__name__ = declared.name
@@ -150,12 +160,15 @@ def create_mcp_server(
     runner: Runner | None = None,
     conversations: ConversationStore | None = None,
     owner_of_request: Callable[[Any], str | None] | None = None,
+    limits: InputLimits | None = None,
 ) -> tuple[MCPServer, McpTools]:
     """An MCP server offering the tools of `registry` over `source` (retrieval indexes from `indexes`, else
     opened under the settings' home); `ask` is offered only when an LLM is configured. Every call's work is
     done by `runner` (default: a thread of the SDK's own pool); `ask` keeps its conversations in
     `conversations` (else a store of its own, as the settings describe), owned by whom `owner_of_request` says
-    sent the HTTP request (the HTTP face's rule, so one client's conversation continues on either face)."""
+    sent the HTTP request (the HTTP face's rule, so one client's conversation continues on either face).
+    Arguments are held to `limits` (default: the server's defaults), as the HTTP API's are."""
+    bounds = limits or InputLimits()
     run_in: Runner = runner or anyio.to_thread.run_sync
     server: MCPServer = MCPServer(
         "sparqlnav", instructions=INSTRUCTIONS, version=__version__, log_level=log_level  # type: ignore[arg-type]
@@ -185,7 +198,7 @@ def create_mcp_server(
         "kg", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str | None, Field(description=kg_doc)], default=None
     )
     for declared in registry:
-        add(_bound(declared, toolkit, kg_param, run_in), declared.name, declared.description)
+        add(_bound(declared, toolkit, kg_param, run_in, bounds), declared.name, declared.description)
 
     if llm is not None:
         from sparqlnav.answer import run_question
@@ -206,9 +219,16 @@ def create_mcp_server(
             ] = None,
             ctx: Context | None = None,
         ) -> str:
+            try:
+                text = bounds.question(question)
+                bounds.text(strategy, "strategy", 100)
+                if conversation is not None:
+                    bounds.text(conversation, "conversation", 100)
+            except InputRefused as exc:
+                raise ToolError(str(exc)) from None
             request = ctx.request_context.request if ctx is not None else None  # None over stdio
             owner = owner_of_request(request) if owner_of_request is not None and request is not None else None
-            return await _ran(run_in, lambda: answered(question, strategy, kg, conversation, owner))
+            return await _ran(run_in, lambda: answered(text, strategy, kg, conversation, owner))
 
         def answered(
             question: str, strategy: str, kg: str | None, conversation: str | None, owner: str | None
@@ -226,6 +246,7 @@ def create_mcp_server(
             trace.subscribe(lambda _: check_cancelled())  # every step of the run is a place to stop
             answer = run_question(chosen, question, graph, trace, talk.context())
             number = store.add_turn(talk, Turn.of(answer, graph))
+            note = store.note(talk)
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]
@@ -235,6 +256,8 @@ def create_mcp_server(
                 table = answer.results
                 parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
             parts.append(f"Conversation: {talk.id} (turn {number}; pass it as `conversation` to follow up)")
+            if note:
+                parts.append(f"Note: {note}.")
             return "\n\n".join(p for p in parts if p)
 
         add(

@@ -25,6 +25,8 @@ from sparqlnav.conversation import (
     ConversationRefused,
     edit_turn,
 )
+from sparqlnav.faces.access import presented_token
+from sparqlnav.faces.limits import shown
 from sparqlnav.faces.service import Job, Service, json_response, one_line, run_failure
 from sparqlnav.graph.kg import KGError
 from sparqlnav.strategies.machine import MachineShape
@@ -61,8 +63,8 @@ def request_owner(service: Service, request: Request) -> str | None:
     """The client's owner id when auth is on (the guard has checked the token), else None."""
     if not service.config.token:
         return None
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    return owner_of(value.strip()) if scheme.lower() == "bearer" else None
+    token = presented_token(request.headers.get("authorization", ""))
+    return owner_of(token) if token is not None else None
 
 
 def _conversation(service: Service, body: AskRequest, request: Request) -> tuple[Conversation, RunContext]:
@@ -71,12 +73,11 @@ def _conversation(service: Service, body: AskRequest, request: Request) -> tuple
     store = service.conversations
     owner = request_owner(service, request)
     try:
+        edit = service.check_query(body.sparql, "sparql") if body.sparql and body.sparql.strip() else None
         talk = store.get(body.conversation, owner) if body.conversation else store.create(owner)
         context = talk.context(body.refine)  # checked before the edit is kept
-        if body.sparql and body.sparql.strip():
-            if len(body.sparql) > service.config.max_query_chars:
-                raise HTTPException(422, f"sparql is too long (the limit is {service.config.max_query_chars})")
-            store.add_turn(talk, edit_turn(body.sparql))
+        if edit is not None:
+            store.add_turn(talk, edit_turn(edit))
             context = talk.context(body.refine)
     except ConversationNotFound as exc:
         raise HTTPException(404, str(exc)) from None
@@ -88,11 +89,14 @@ def _conversation(service: Service, body: AskRequest, request: Request) -> tuple
 
 
 def answer_object(answer: Answer) -> dict[str, Any]:
-    """The `ask --json` object, with the conversation's id and the turn's number at the top when there is one."""
+    """The `ask --json` object, with the conversation's id and the turn's number at the top when there is one (and
+    `conversation_note` when its oldest turns were dropped to keep it within its bounds)."""
     data = answer.to_json()
     talk = answer.extra.get("conversation")
     if talk is not None:
         data["conversation"], data["turn"] = talk["id"], talk["turn"]
+        if talk.get("note"):
+            data["conversation_note"] = talk["note"]
     return data
 
 
@@ -150,14 +154,14 @@ def ask_routes(service: Service) -> APIRouter:
         text = service.check_question(question)
         if config.datasets:
             if dataset not in config.datasets:
-                raise HTTPException(404, f"unknown dataset {dataset!r}: this server answers for {', '.join(config.datasets)}")
+                raise HTTPException(404, f"unknown dataset {shown(dataset)}: this server answers for {', '.join(config.datasets)}")
             kg_name = service.kg(config.datasets[dataset])
         elif len(pool.names()) == 1:
             kg_name = pool.default
         elif dataset in pool.names():
             kg_name = dataset
         else:
-            raise HTTPException(404, f"unknown dataset {dataset!r}: name one of {', '.join(pool.names())}")
+            raise HTTPException(404, f"unknown dataset {shown(dataset)}: name one of {', '.join(pool.names())}")
         _, strategy = service.strategy(config.text2sparql_strategy or config.strategy)
         # The challenge compares flat sets of values: label columns beside their entities would count as wrong.
         job = service.start(text, kg_name, MachineShape(strategy))

@@ -53,6 +53,8 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
             "mcp_tools": service.mcp_tools.offered if service.mcp_tools else [],
             "limits": {
                 "max_question_chars": config.max_question_chars,
+                "max_query_chars": config.max_query_chars,
+                "max_body_bytes": config.max_body_bytes,
                 "request_timeout_s": config.request_timeout_s,
                 "sparql_timeout_s": settings.limits.timeout_s,
             },

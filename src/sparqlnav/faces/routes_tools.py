@@ -63,6 +63,7 @@ def _add_tool_route(router: APIRouter, service: Service, declared: Tool) -> None
 
     async def run_tool(body: BaseModel) -> ToolResult:
         arguments = body.model_dump(exclude={"kg"}, exclude_none=True)
+        service.check_arguments(declared, arguments)  # the same limits as /api/ask and MCP
         kg_name = service.kg(getattr(body, "kg", None))
 
         def run() -> ToolResult:
@@ -91,16 +92,15 @@ def _add_tool_route(router: APIRouter, service: Service, declared: Tool) -> None
 
 
 def _add_structured_routes(router: APIRouter, service: Service) -> None:
-    config, pool, settings, tools = service.config, service.pool, service.settings, service.tools
+    pool, settings, tools = service.pool, service.settings, service.tools
 
     @router.post("/api/sparql", tags=["sparql"])
     async def sparql(body: SparqlRequest) -> Response:
         """Run a read-only query: SPARQL 1.1 JSON `results`, plus labels and prefixed names for display."""
-        text = body.query.strip()
+        # A lone surrogate is left to the endpoint, which reports it as a syntax error at its place (for the editor).
+        text = service.check_query(body.query, text=False).strip()
         if not text:
             raise HTTPException(422, "query is empty")
-        if len(text) > config.max_query_chars:
-            raise HTTPException(422, f"query is too long (the limit is {config.max_query_chars} characters)")
         kg_name = service.kg(body.kg)
         limit = min(body.timeout or settings.limits.timeout_s, settings.limits.timeout_s)
 
@@ -135,8 +135,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
     async def sparql_check(body: SparqlRequest) -> dict[str, Any]:
         """Check a query without running it: its first syntax problem (line, column, message) and the query with
         PREFIX lines for the KG's prefixes it uses without declaring them (what to copy elsewhere)."""
-        if len(body.query) > config.max_query_chars:
-            raise HTTPException(422, f"query is too long (the limit is {config.max_query_chars} characters)")
+        service.check_query(body.query)
         kg_name = service.kg(body.kg)
 
         def run() -> dict[str, Any]:

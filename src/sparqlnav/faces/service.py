@@ -22,12 +22,20 @@ from sparqlnav.cancel import CancelSignal, bound
 from sparqlnav.context import RunContext, Turn
 from sparqlnav.conversation import Conversation, ConversationStore
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.faces.limits import (
+    MAX_BODY_BYTES,
+    MAX_QUERY_CHARS,
+    MAX_QUESTION_CHARS,
+    InputLimits,
+    InputRefused,
+    shown,
+)
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
-from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry
+from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, Tool
 from sparqlnav.tools.starters import StarterQuestions
 from sparqlnav.trace import Event, Trace
 
@@ -64,8 +72,9 @@ class ServeConfig:
     trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
     request_timeout_s: float = 300.0
     max_concurrent: int = 64
-    max_question_chars: int = 2000
-    max_query_chars: int = 100_000
+    max_question_chars: int = MAX_QUESTION_CHARS
+    max_query_chars: int = MAX_QUERY_CHARS
+    max_body_bytes: int = MAX_BODY_BYTES  # a request body over this is refused (413) before it is read
     mcp: bool = True
     eager: bool = True  # open every KG at start-up rather than on first use
 
@@ -97,6 +106,11 @@ class ServeConfig:
         elif values["rate_limit"] is not None and values["rate_limit"] <= 0:
             values["rate_limit"] = None
         return cls(**values)
+
+    @property
+    def limits(self) -> InputLimits:
+        """The input limits every face applies (HTTP routes, tool routes, MCP)."""
+        return InputLimits(self.max_question_chars, self.max_query_chars)
 
 
 def kg_name(spec: str) -> str:
@@ -199,7 +213,7 @@ class KGPool:
         if not name:
             return self.default
         if name not in self._locks:
-            raise UnknownKG(f"unknown KG {name!r}: this server offers {', '.join(self.names())}")
+            raise UnknownKG(f"unknown KG {shown(name)}: this server offers {', '.join(self.names())}")
         return name
 
     def get(self, name: str | None = None) -> KnowledgeGraph:
@@ -372,9 +386,11 @@ class Service:
 
     def strategy(self, name: str | None) -> tuple[str, Strategy]:
         """The strategy called `name` (None: the server's default); HTTP 400 with the reason when it cannot run."""
-        from sparqlnav.strategies import StrategyUnavailable
+        from sparqlnav.strategies import StrategyUnavailable, available
 
         chosen = (name or self.config.strategy).strip()
+        if len(chosen) > 100:  # no strategy has such a name, and its message would repeat all of it
+            raise HTTPException(400, f"unknown strategy {shown(chosen)} (choose from {', '.join(available())})")
         try:
             return chosen, self.shared_strategy(chosen, self.llm)
         except StrategyUnavailable as exc:
@@ -405,17 +421,33 @@ class Service:
         except UnknownKG as exc:
             raise HTTPException(400, str(exc)) from None
 
+    @property
+    def limits(self) -> InputLimits:
+        """The input limits (the same MCP's tools apply)."""
+        return self.config.limits
+
     def check_question(self, question: str) -> str:
-        """The question, stripped; HTTP 422 when empty or over-long."""
-        text = question.strip()
-        if not text:
-            raise HTTPException(422, "question is empty")
-        if len(text) > self.config.max_question_chars:
-            raise HTTPException(
-                422,
-                f"question is too long ({len(text)} characters; the limit is {self.config.max_question_chars})",
-            )
-        return text
+        """The question, stripped; HTTP 422 when empty, over-long or not text."""
+        try:
+            return self.limits.question(question)
+        except InputRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    def check_query(self, query: str, what: str = "query", *, text: bool = True) -> str:
+        """A SPARQL query as given; HTTP 422 when over-long or (with `text`) not text."""
+        try:
+            if not text:
+                return self.limits.size(query, what, self.limits.max_query_chars)
+            return self.limits.query(query, what)
+        except InputRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    def check_arguments(self, declared: Tool, arguments: dict[str, Any]) -> None:
+        """A tool's arguments from a client, within the limits; HTTP 422 otherwise."""
+        try:
+            self.limits.arguments(declared, arguments)
+        except InputRefused as exc:
+            raise HTTPException(422, str(exc)) from None
 
     def start(
         self,
@@ -441,6 +473,9 @@ class Service:
             if conversation is not None:
                 number = self.conversations.add_turn(conversation, Turn.of(answer, graph))
                 answer.extra["conversation"] = {"id": conversation.id, "turn": number}
+                note = self.conversations.note(conversation)
+                if note:  # its oldest turns were dropped: the client is told with the answer
+                    answer.extra["conversation"]["note"] = note
             answer.extra.setdefault("kg", kg_name)
             answer.extra["display"] = display(graph, answer.results)
             u = trace.usage

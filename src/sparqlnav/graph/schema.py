@@ -558,26 +558,26 @@ def read_void(
     """Read a schema from VoID statistics reachable through `runner` (an endpoint or a loaded file)."""
     b = _Builder()
 
-    def rows(name: str) -> list[dict[str, str]]:
-        return runner.select(_VOID_PREFIXES + VOID_QUERIES[name])
+    def rows(name: str, *needed: str) -> list[dict[str, str]]:
+        return _binding(runner.select(_VOID_PREFIXES + VOID_QUERIES[name]), *needed)
 
     # Partitions are counted once each (a row per named graph or per OPTIONAL match would repeat them).
-    for r in _unique(rows("classes"), "cp", "class"):
+    for r in _unique(rows("classes", "class"), "cp", "class"):
         b.add_instances(r["class"], _int(r.get("entities")), r.get("graph"))
-    for r in _unique(rows("class_predicates"), "pp", "class"):
+    for r in _unique(rows("class_predicates", "class", "prop"), "pp", "class"):
         b.add_triples(r["class"], r["prop"], _int(r.get("triples")))
-    for r in _unique(rows("object_classes"), "ocp", "class"):
+    for r in _unique(rows("object_classes", "class", "prop", "objectClass"), "ocp", "class"):
         b.add_object_class(r["class"], r["prop"], r["objectClass"], _int(r.get("triples")))
-    for r in _unique(rows("datatypes"), "dp", "class"):
+    for r in _unique(rows("datatypes", "class", "prop", "datatype"), "dp", "class"):
         b.add_datatype(r["class"], r["prop"], r["datatype"], _int(r.get("triples")))
     graph_preds: dict[str, int | None] = {}
-    for r in _unique(rows("graph_predicates"), "pp"):
+    for r in _unique(rows("graph_predicates", "prop"), "pp"):
         graph_preds[r["prop"]] = _add(graph_preds.get(r["prop"]), _int(r.get("triples")))
     for pred_iri, n in graph_preds.items():
         b.add_predicate(pred_iri, n)
     linksets: list[Linkset] = []
     linked: list[str] = []
-    for r in rows("linksets"):
+    for r in rows("linksets", "prop"):
         ls = Linkset(
             r["prop"],
             r.get("subjectClass"),
@@ -594,8 +594,8 @@ def read_void(
                 pred.object_classes[ls.object_class] = ls.triples
         elif ls.predicate not in b.predicates:
             b.add_predicate(ls.predicate, None)
-    endpoints = [r["endpoint"] for r in rows("endpoints")]
-    found_prefixes = {r["prefix"]: r["namespace"] for r in rows("prefixes")}
+    endpoints = [r["endpoint"] for r in rows("endpoints", "endpoint")]
+    found_prefixes = {r["prefix"]: r["namespace"] for r in rows("prefixes", "prefix", "namespace")}
     found_prefixes.update(prefixes or {})
     return b.finish(
         prefixes=found_prefixes,
@@ -608,6 +608,12 @@ def read_void(
         ],
         source=source,
     )
+
+
+def _binding(rows: list[dict[str, str]], *needed: str) -> list[dict[str, str]]:
+    """The rows that bind every variable in `needed`: the queries always bind them, so a row without one comes
+    from a broken endpoint and is left out (rather than failing the whole schema on a KeyError)."""
+    return [r for r in rows if all(k in r for k in needed)]
 
 
 def _unique(rows: list[dict[str, str]], *keys: str) -> list[dict[str, str]]:
@@ -682,13 +688,14 @@ def compute_schema(
         total = len(steps) + 1
         for i, (label, query) in enumerate(steps):
             report(i, total, f"computing {label}")
-            for r in runner.select(query):
+            needed = {"classes": ("class",), "all predicates": ("p",)}.get(label, ("class", "p"))
+            for r in _binding(runner.select(query), *needed):
                 n = _int(r.get("count"))
                 if label == "classes":
                     b.add_instances(r["class"], n)
                 elif label == "predicates per class":
                     b.add_triples(r["class"], r["p"], n)
-                elif label == "object classes":
+                elif label == "object classes" and "oclass" in r:
                     b.add_object_class(r["class"], r["p"], r["oclass"], n)
                 elif label == "datatypes" and "datatype" in r:
                     b.add_datatype(r["class"], r["p"], r["datatype"], n)
@@ -703,7 +710,7 @@ def compute_schema(
                 f"SELECT ?class (COUNT(?s) AS ?count) WHERE {{ {{ SELECT ?s ?class WHERE {{ ?s {t} ?class }} "
                 f"LIMIT {type_sample} }} }} GROUP BY ?class"
             )
-            for r in runner.select(query):
+            for r in _binding(runner.select(query), "class"):
                 b.add_instances(r["class"], _int(r.get("count")))
         else:
             for c in classes:
@@ -715,8 +722,8 @@ def compute_schema(
         for i, info in enumerate(chosen):
             report(i, total, f"sampling {info.iri}")
             sample = f"{{ SELECT ?s WHERE {{ ?s {t} <{info.iri}> }} LIMIT {per_class_sample} }}"
-            for r in runner.select(
-                f"SELECT ?p (COUNT(*) AS ?count) WHERE {{ {sample} ?s ?p ?o }} GROUP BY ?p"
+            for r in _binding(
+                runner.select(f"SELECT ?p (COUNT(*) AS ?count) WHERE {{ {sample} ?s ?p ?o }} GROUP BY ?p"), "p"
             ):
                 b.add_triples(info.iri, r["p"], _int(r.get("count")))
             query = (
@@ -724,7 +731,7 @@ def compute_schema(
                 f"OPTIONAL {{ ?o {t} ?oclass }} BIND(IF(isLiteral(?o), DATATYPE(?o), ?none) AS ?datatype) }} "
                 "GROUP BY ?p ?oclass ?datatype"
             )
-            for r in runner.select(query):
+            for r in _binding(runner.select(query), "p"):
                 n = _int(r.get("count"))
                 if "oclass" in r:
                     b.add_object_class(info.iri, r["p"], r["oclass"], n)
@@ -762,9 +769,8 @@ def _superclasses(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, lis
         "FILTER(isIRI(?super) && ?super != ?class) }"
     )
     out: dict[str, list[str]] = {}
-    for r in runner.select(query):
-        if "super" in r:
-            out.setdefault(r["class"], []).append(r["super"])
+    for r in _binding(runner.select(query), "class", "super"):
+        out.setdefault(r["class"], []).append(r["super"])
     return {c: sorted(set(v)) for c, v in sorted(out.items())}
 
 
@@ -777,4 +783,4 @@ def _class_labels(runner: QueryRunner, b: _Builder, limit: int) -> dict[str, str
         f"SELECT ?class (SAMPLE(?l) AS ?label) WHERE {{ VALUES ?class {{ {values} }} ?class <{RDFS_LABEL}> ?l "
         'FILTER(LANG(?l) = "" || LANGMATCHES(LANG(?l), "en")) } GROUP BY ?class'
     )
-    return {r["class"]: r["label"] for r in runner.select(query) if "label" in r}
+    return {r["class"]: r["label"] for r in _binding(runner.select(query), "class", "label")}

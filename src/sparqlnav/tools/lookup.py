@@ -391,17 +391,20 @@ def _label_part(iri: str, label: str | None) -> str:
     return f" ({label})" if label_adds(iri, label) else ""
 
 
-def _run(kg: KnowledgeGraph, sparql: str) -> tuple[list[dict[str, Term]], bool]:
-    """Rows of a lookup query, and whether a cap cut them."""
+def _run(kg: KnowledgeGraph, sparql: str, bound: tuple[str, ...] = ()) -> tuple[list[dict[str, Term]], bool]:
+    """Rows of a lookup query that bind every variable in `bound` (the query always binds them: a row without one
+    comes from a broken endpoint and is skipped), and whether a cap cut them."""
     res = kg.endpoint.query(sparql)
     if res.outcome not in (Outcome.OK, Outcome.EMPTY):
         raise LookupFailed(f"{res.outcome.value}: {res.message}")
-    return (res.table.rows, res.table.truncated) if res.table else ([], False)
+    if res.table is None:
+        return [], False
+    return [r for r in res.table.rows if all(v in r for v in bound)], res.table.truncated
 
 
 def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
     """Outgoing edges of an entity grouped by property; Wikibase statements carry their qualifiers."""
-    rows, cut = _run(kg, f"SELECT ?p ?o WHERE {{ <{iri}> ?p ?o }} LIMIT {EDGE_LIMIT + 1}")
+    rows, cut = _run(kg, f"SELECT ?p ?o WHERE {{ <{iri}> ?p ?o }} LIMIT {EDGE_LIMIT + 1}", ("p", "o"))
     truncated = cut or len(rows) > EDGE_LIMIT
     rows = rows[:EDGE_LIMIT]
     wb = kg.vocab.wikibase
@@ -461,7 +464,7 @@ def entity(kg: KnowledgeGraph, iri: str) -> EntityPage:
 
 def _incoming(kg: KnowledgeGraph, iri: str, examples: int = 2) -> tuple[list[Incoming], bool]:
     """Properties pointing at `iri` with their counts (over a bounded read) and a couple of subjects each."""
-    rows, cut = _run(kg, f"SELECT ?s ?p WHERE {{ ?s ?p <{iri}> }} LIMIT {INCOMING_LIMIT + 1}")
+    rows, cut = _run(kg, f"SELECT ?s ?p WHERE {{ ?s ?p <{iri}> }} LIMIT {INCOMING_LIMIT + 1}", ("s", "p"))
     cut = cut or len(rows) > INCOMING_LIMIT
     found: dict[str, Incoming] = {}
     wb = kg.vocab.wikibase
@@ -490,6 +493,7 @@ def _attach_qualifiers(kg: KnowledgeGraph, iri: str, grouped: dict[str, list[Val
         f"SELECT ?claim ?st ?v ?q ?qv WHERE {{ <{iri}> ?claim ?st . ?st ?ps ?v . "
         f'FILTER(STRSTARTS(STR(?ps), "{wb.statement}")) '
         f'OPTIONAL {{ ?st ?q ?qv . FILTER(STRSTARTS(STR(?q), "{wb.qualifier}")) }} }} LIMIT {EDGE_LIMIT * 4}',
+        ("claim", "st", "v"),
     )
     by_value: dict[tuple[str, Term], dict[str, list[Qualifier]]] = {}
     for row in rows:
@@ -611,12 +615,15 @@ def relations(kg: KnowledgeGraph, iri: str) -> Relations:
     out_rows, _ = _run(
         kg,
         f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ <{iri}> ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
+        ("p", "n"),
     )
     in_rows, _ = _run(
         kg,
         f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p <{iri}> }} GROUP BY ?p ORDER BY DESC(?n) LIMIT 200",
+        ("p", "n"),
     )
-    outgoing = [(r["p"].value, int(r["n"].value)) for r in out_rows]
-    incoming = [(r["p"].value, int(r["n"].value)) for r in in_rows]
+    # A count that is no number comes from a broken endpoint too.
+    outgoing = [(r["p"].value, int(r["n"].value)) for r in out_rows if r["n"].value.isdigit()]
+    incoming = [(r["p"].value, int(r["n"].value)) for r in in_rows if r["n"].value.isdigit()]
     labels = _labels(kg, [p for p, _ in outgoing + incoming])
     return Relations(iri, outgoing, incoming, labels)
