@@ -156,9 +156,11 @@ def test_booleans() -> None:
         assert (s.row_em, s.row_f1, s.set_f1, s.superset) == (1.0, 1.0, 1.0, 1.0)
         s = score(ask(gold_value), ask(not gold_value))
         assert (s.row_em, s.row_f1, s.set_f1, s.superset) == (0.0, 0.0, 0.0, 0.0)
-    # a table for a yes/no question (or the reverse) is wrong, even a table holding "true"
+    # a table for a yes/no question is wrong unless its one row carries one verdict (a yes/no with its figures,
+    # read as that verdict); a yes/no for a table question is wrong
     truth = table({"x": lit("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")})
-    assert score(ask(True), truth).set_f1 == 0.0
+    assert score(ask(True), truth).set_f1 == 1.0 and score(ask(False), truth).set_f1 == 0.0
+    assert score(ask(True), table({"x": lit("true")})).set_f1 == 0.0  # a plain "true" string is no verdict
     assert score(truth, ask(True)).row_f1 == 0.0
 
 
@@ -275,3 +277,23 @@ def test_very_large_results_are_scored_quickly_by_whole_rows() -> None:
     half = {"head": {"vars": ["x", "k"]}, "results": {"bindings": rows[: n // 2]}}
     m = row_match(gold, half)
     assert (m.tp, m.fp, m.fn) == (n // 2, 0, n - n // 2)
+
+
+def test_a_yes_no_answered_with_its_figures_scores_as_its_verdict() -> None:
+    """Retrieve may answer "Is A faster than B?" with the two speeds and `?yes` in one row (issue 31, item 3): scored
+    as the verdict it carries against an ASK gold; a row without one verdict stays a table (and scores 0)."""
+    from sparqlnav.evaluation.metrics import score
+
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    gold_no = {"head": {}, "boolean": False}
+
+    def row(**cells: tuple[str, str]) -> dict[str, Any]:
+        return {"head": {"vars": list(cells)}, "results": {"bindings": [
+            {k: {"type": "literal", "value": v, "datatype": xsd + t} for k, (v, t) in cells.items()}]}}
+
+    figures = row(a=("30", "integer"), b=("30", "integer"), yes=("false", "boolean"))
+    assert score(gold_no, figures).row_f1 == 1.0 and score(gold_no, figures).set_f1 == 1.0
+    assert score({"head": {}, "boolean": True}, figures).row_f1 == 0.0
+    assert score(gold_no, row(a=("30", "integer"), b=("31", "integer"))).row_f1 == 0.0  # no verdict to read
+    two = row(x=("true", "boolean"), y=("false", "boolean"))
+    assert score(gold_no, two).row_f1 == 0.0  # two verdicts: which one is the answer is not ours to guess

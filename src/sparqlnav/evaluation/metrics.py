@@ -380,6 +380,21 @@ def superset(gold: Results, predicted: Results | None) -> bool:
 # --------------------------------------------------------------------------- all together
 
 
+_BOOLEAN = "http://www.w3.org/2001/XMLSchema#boolean"
+
+
+def verdict_of(gold: Results, predicted: Results | None) -> Results | None:
+    """A yes/no answered with its figures (one row: the two counts and the verdict, `?yes` = true/false) scored as
+    the verdict it carries, when the gold is a yes/no; any other result as it is."""
+    if predicted is None or not is_boolean(gold) or is_boolean(predicted):
+        return predicted
+    rows = bindings(predicted)
+    verdicts = [t for t in rows[0].values() if t.get("datatype") == _BOOLEAN] if len(rows) == 1 else []
+    if len(verdicts) != 1 or verdicts[0].get("value") not in ("true", "false", "1", "0"):
+        return predicted
+    return {"head": {}, "boolean": verdicts[0]["value"] in ("true", "1")}
+
+
 def score(
     gold: Results,
     predicted: Results | None,
@@ -388,6 +403,7 @@ def score(
     judge: AnswerJudge | None = None,
 ) -> Scores:
     """Every metric for one question; ``judge`` (with ``question``) adds an answer-match verdict."""
+    predicted = verdict_of(gold, predicted)
     rows = row_match(gold, predicted)
     sets = set_match(gold, predicted)
     verdict: bool | None = None
