@@ -12,6 +12,7 @@ import heapq
 import io
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -273,6 +274,22 @@ def _looks_like_timeout(text: str) -> bool:
     )
 
 
+# The base a query sent to a private (local) engine gets when it sets none: Oxigraph resolves relative IRIs against
+# the request's URL and sends that base with every SERVICE call, which put the engine's loopback port in results and
+# in what other endpoints received. `.invalid` is reserved: the base names nothing.
+NEUTRAL_BASE = "http://sparqlnav.invalid/"
+_ENGINE_POSITION = re.compile(r"error at (\d+):(\d+)")
+
+
+class _OffHostRedirect(httpx.TransportError):
+    """An endpoint answered with a redirect to another host (not followed: it could point inside a network)."""
+
+
+def _has_base(sparql: str) -> bool:
+    """Whether the query sets its own BASE (a keyword outside strings, IRIs and comments)."""
+    return any(t.kind == "word" and t.text.upper() == "BASE" for t in tokens(sparql))
+
+
 def _engine_message(text: str) -> str:
     """An engine's error text on one line, without the copy of the query Virtuoso appends ("SPARQL query: …")."""
     flat = " ".join(text.split())
@@ -319,12 +336,36 @@ class RemoteEndpoint:
         # sparqlnav's own engine (allow_self=False) is Oxigraph: a query runs there only when it parses as Oxigraph
         # reads it; a remote engine may speak its own dialect (see sparql/guard.py).
         self._remote_dialect = allow_self
+        self._private = not allow_self  # a local engine: its address appears in no message, its base is neutral
         self._sleep = sleep
         self._client = httpx.Client(
             headers={"User-Agent": self.http.user_agent, **self.http.headers},
             follow_redirects=True,
             transport=guarded_transport(),  # a cancelled run stops waiting for its query at once
+            event_hooks={"request": [self._same_host]},  # each redirect's request too
         )
+    def _same_host(self, request: httpx.Request) -> None:
+        """Redirects are followed within the endpoint's own host only: another host may be anywhere, this machine
+        or its network included."""
+        home = httpx.URL(self.url).host
+        if request.url.host != home or request.url.scheme not in ("http", "https"):
+            where = request.url.host[:100] or str(request.url)[:100]
+            raise _OffHostRedirect(
+                f"the endpoint redirected to another host ({where}); only redirects within {home} are followed",
+                request=request,
+            )
+
+    def _unnamed(self, message: str) -> str:
+        """A private engine's message without its address (its port says nothing to anyone else)."""
+        netloc = httpx.URL(self.url).netloc.decode("ascii", "replace")
+        return message.replace(self.url, "the local engine").replace(netloc, "the local engine")
+
+    def _as_sent(self, sparql: str) -> str:
+        """The text sent: a private engine's query with a neutral BASE when it sets none (NEUTRAL_BASE)."""
+        if self._private and not _has_base(sparql):
+            return f"BASE <{NEUTRAL_BASE}>\n{sparql}"
+        return sparql
+
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -356,6 +397,8 @@ class RemoteEndpoint:
             return QueryResult(sparql, Outcome.REFUSED, message=message, endpoint=self.name)
         result = self._run(sparql, form, start, start + limit, limit)
         result.seconds = time.monotonic() - start
+        if self._private and result.message:
+            result.message = self._unnamed(result.message)
         return result
 
     # The body of `query`, split so the local store can wrap it with process management.
@@ -379,6 +422,8 @@ class RemoteEndpoint:
                 message=f"the query did not finish within {limit:g} s",
                 endpoint=self.name,
             )
+        except _OffHostRedirect as exc:
+            return QueryResult(sparql, Outcome.UNREACHABLE, message=str(exc), endpoint=self.name)
         except (httpx.TransportError, RuntimeError) as exc:
             # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
             return QueryResult(
@@ -415,7 +460,8 @@ class RemoteEndpoint:
         )
 
     def _attempt(self, sparql: str, form: QueryForm, deadline: float, limit: float) -> QueryResult:
-        request = self._request(sparql, form, deadline)
+        sent = self._as_sent(sparql)
+        request = self._request(sent, form, deadline)
         response = self._client.send(request, stream=True)
         # Per-read timeouts alone let a slowly streaming body run past the limit; close it at the deadline.
         ticket = _WATCHDOG.watch(deadline, response.close)
@@ -428,6 +474,8 @@ class RemoteEndpoint:
             if response.status_code >= 400:
                 text = _read_text(response, 4000, deadline)
                 message = _engine_message(text)[:1000] or f"HTTP {response.status_code}"
+                if sent is not sparql:  # positions as in the query given, not the one with the BASE line before it
+                    message = _ENGINE_POSITION.sub(lambda m: f"error at {int(m[1]) - 1}:{m[2]}", message)
                 if _looks_like_syntax_error(response.status_code, text):
                     return QueryResult(
                         sparql, Outcome.SYNTAX_ERROR, message=message, endpoint=self.name

@@ -168,6 +168,8 @@ class _NamePages:
                 self.complete, self.problem = False, res.describe()
                 return
             for row in res.table.rows:
+                if not ("s" in row and "p" in row and "o" in row):
+                    continue  # a broken endpoint's row without a value the query always binds
                 o = row["o"]
                 yield row["s"].value, row["p"].value, o.value, o.kind == "uri", o.lang
             if len(res.table.rows) < page and not res.table.truncated:
@@ -181,7 +183,9 @@ def _remote_predicates(endpoint: RemoteEndpoint) -> dict[str, int]:
     if not res.ok or res.table is None:
         return {}
     return {
-        r["p"].value: int(r["n"].value) if r["n"].value.isdigit() else 1 for r in res.table.rows
+        r["p"].value: int(r["n"].value) if "n" in r and r["n"].value.isdigit() else 1
+        for r in res.table.rows
+        if "p" in r
     }
 
 
@@ -202,7 +206,7 @@ def _remote_endpoint(url: str, settings: Settings) -> tuple[RemoteEndpoint, Wiki
         endpoint.close()
         raise KGError(probe.message)
     wb = detect_wikibase(
-        (r["p"].value, r["d"].value) for r in (probe.table.rows if probe.table else [])
+        (r["p"].value, r["d"].value) for r in (probe.table.rows if probe.table else []) if "p" in r and "d" in r
     )
     return endpoint, wb
 

@@ -153,7 +153,7 @@ def shown_rows(table: ResultTable, kg: KnowledgeGraph, rows: int = CHECK_ROWS) -
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CheckVerdict:
     """What the answer check said: `kept` (it answers the question) or not, and why not."""
 
     kept: bool
@@ -168,16 +168,16 @@ class Verdict:
                                      f"question: {self.reason}")
 
 
-def read_verdict(reply: str) -> Verdict | None:
+def read_verdict(reply: str) -> CheckVerdict | None:
     """The check's reply as a verdict ("ANSWERS IT" or "DOES NOT: <why>"); None when it says neither."""
     for line in (reply or "").strip().splitlines():
         found = _VERDICT.match(line.strip().strip("*_`"))
         if found is None:
             continue
         if found.group(1).lower().startswith("answers"):
-            return Verdict(True)
+            return CheckVerdict(True)
         why = found.group(2).strip().strip("*_`").strip()
-        return Verdict(False, why or "no reason given")
+        return CheckVerdict(False, why or "no reason given")
     return None
 
 
@@ -189,7 +189,7 @@ class AnswerCheck:
 
     def __call__(
         self, question: str, answer: Answer, kg: KnowledgeGraph, trace: Trace, context: RunContext, stage: str
-    ) -> Verdict | None:
+    ) -> CheckVerdict | None:
         """The model's verdict on the answer; None when the check could not be made (no query or rows, the LLM
         failed, or its reply said neither): then the stage's own bar decides."""
         table = answer.results
@@ -226,5 +226,15 @@ def _emit(trace: Trace, stage: str, verdict: str, text: str, **data: Any) -> Non
     trace.emit("check", strategy=stage, verdict=verdict, text=text, **data)
 
 
-__all__ = ["CHECK_PURPOSE", "AnswerCheck", "Doubt", "Verdict", "evidence_doubt", "lexical_doubt", "read_verdict",
-           "readable_query", "shown_rows", "weak_parts"]
+__all__ = [
+    "CHECK_PURPOSE",
+    "AnswerCheck",
+    "CheckVerdict",
+    "Doubt",
+    "evidence_doubt",
+    "lexical_doubt",
+    "read_verdict",
+    "readable_query",
+    "shown_rows",
+    "weak_parts",
+]
