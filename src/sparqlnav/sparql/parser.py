@@ -234,7 +234,7 @@ _WS = r"(?:[ \t\r\n]|\#[^\n\r]*+)*+"
 
 
 @dataclass(frozen=True)
-class Names:
+class NameRules:
     """The regular expressions of one dialect's names."""
 
     pn_prefix: str
@@ -244,7 +244,7 @@ class Names:
     varname: str
 
 
-def _names(*, oxigraph: bool) -> Names:
+def _names(*, oxigraph: bool) -> NameRules:
     base = _PN_CHARS_BASE_BMP + ("" if oxigraph else "\U00010000-\U000effff")
     chars_u = base + "_"
     chars = chars_u + r"\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
@@ -254,7 +254,7 @@ def _names(*, oxigraph: bool) -> Names:
         local = rf"{first}(?:[{chars}:]|{_PLX})*+(?:\.++(?:[{chars}:]|{_PLX})++)?+"
     else:  # dots anywhere but at the end
         local = rf"{first}(?:[{chars}:]|{_PLX}|\.++(?=[{chars}:]|{_PLX}))*+"
-    return Names(
+    return NameRules(
         pn_prefix=prefix,
         pn_local=local,
         pname=rf"(?:{prefix})?+:(?:{local})?+",
@@ -277,7 +277,7 @@ class _Lexer:
     name_run: re.Pattern[str]
 
 
-def _lexer(names: Names) -> _Lexer:
+def _lexer(names: NameRules) -> _Lexer:
     parts = [
         rf"(?P<IRI>{IRIREF})",
         rf"(?P<LSTRING1>'''(?:(?:''|')?+(?:[^'\\]|{_ECHAR}))*+''')",
