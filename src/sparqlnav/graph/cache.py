@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.graph.relational import stored_status
 from sparqlnav.graph.store import (
     STORE_MARKER,
     LoadError,
@@ -37,7 +38,8 @@ class CachedStore:
     triples: int
     size_bytes: int
     created: float
-    status: str  # "current"; "stale": a source file changed or is gone; "damaged": meta.json or database unreadable
+    status: str  # "current"; "stale": a source file (or SQLite database) changed or is gone; "damaged": meta.json or
+    # database unreadable. A PostgreSQL database's store is "current" (the latest built; checked when next opened)
     problem: str | None = None  # what is damaged
 
     @property
@@ -84,6 +86,9 @@ def _size(path: Path) -> int:
 
 
 def _status(path: Path, files: tuple[str, ...]) -> str:
+    from_database = stored_status(files[0], path.name) if len(files) == 1 else None
+    if from_database is not None:
+        return from_database
     sources = [Path(f) for f in files]
     if not sources or not all(f.is_file() for f in sources):
         return "stale"

@@ -1,5 +1,5 @@
-"""Open a knowledge graph from a `--kg` value: the bundled demo, Wikidata, a local RDF file or folder, or a
-SPARQL endpoint URL."""
+"""Open a knowledge graph from a `--kg` value: the bundled demo, Wikidata, a local RDF file or folder, a relational
+database (SQLite or PostgreSQL, through the W3C Direct Mapping), or a SPARQL endpoint URL."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex, Names
 from sparqlnav.graph.profile import load_or_probe
 from sparqlnav.graph.progress import Built, ProgressStep, Reporter, folder_size
+from sparqlnav.graph.relational import Database, database_spec, materialise
 from sparqlnav.graph.search import EndpointNames
-from sparqlnav.graph.store import LocalGraph, ensure_store, rdf_files
+from sparqlnav.graph.store import LocalGraph, StoreInfo, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
 from sparqlnav.graph.wikidata import open_wikidata
 from sparqlnav.settings import Settings
@@ -39,6 +40,9 @@ def open_kg(spec: str, settings: Settings, *, reporter: Reporter | None = None) 
         return open_local(demo_path(), settings, name="demo", reporter=reporter)
     if spec == "wikidata":
         return open_wikidata(settings)
+    database = database_spec(spec)
+    if database is not None:
+        return open_database(database, settings, reporter=reporter)
     if spec.startswith(("http://", "https://")):
         return open_remote(spec, settings, reporter=reporter)
     path = Path(spec).expanduser()
@@ -47,7 +51,8 @@ def open_kg(spec: str, settings: Settings, *, reporter: Reporter | None = None) 
     if _looks_like_path(spec):
         raise KGError(f"no such file or folder: {spec}{near_name(path)}")
     raise KGError(
-        f"unknown KG {spec!r}: give a file or folder of RDF, an http(s):// SPARQL endpoint, 'demo' or 'wikidata'"
+        f"unknown KG {spec!r}: give a file or folder of RDF, an http(s):// SPARQL endpoint, a sqlite:/// or "
+        "postgresql:// database, 'demo' or 'wikidata'"
     )
 
 
@@ -100,6 +105,32 @@ def open_local(
         info = ensure_store(files, settings.paths.stores_dir, reporter)
     except OSError as exc:
         raise KGError(f"cannot open {path}: {exc}") from None
+    what = f"store of {files[0].name}" if len(files) == 1 else f"store of {len(files)} files under {path}"
+    return _serve_store(
+        info, settings, name=name, what=what, started=started, reporter=reporter, prefixes=_file_prefixes(files),
+        description=f"{info.triples} triples from {len(files)} file(s) under {path}",
+    )
+
+
+def open_database(database: Database, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
+    """A SQLite or PostgreSQL database as a graph: its Direct Mapping, built into a store once per content (read
+    without writing) and served like a store of RDF files."""
+    if database.kind == "sqlite" and not database.path.is_file():
+        raise KGError(f"no such SQLite database: {database.path}{near_name(database.path)}")
+    started = time.monotonic()
+    built = materialise(database, settings.paths.stores_dir, reporter)
+    name = database.path.name if database.kind == "sqlite" else database.shown
+    return _serve_store(
+        built.info, settings, name=name, what=f"store of {name}", started=started, reporter=reporter,
+        prefixes=built.prefixes, description=built.description,
+    )
+
+
+def _serve_store(
+    info: StoreInfo, settings: Settings, *, name: str, what: str, started: float, reporter: Reporter | None,
+    prefixes: dict[str, str], description: str,
+) -> KnowledgeGraph:
+    """A built store as a graph: its name index (built once), a managed Oxigraph process, its prefixes."""
     store = ox.Store.read_only(str(info.data_dir))
     decl = ox.NamedNode(WIKIBASE + "directClaim")
     wb = detect_wikibase(
@@ -119,9 +150,8 @@ def open_local(
         LabelIndex.build_from_store(store, index_path, vocab, progress=counted)
     del store
     if built and reporter:
-        what = f"store of {files[0].name}" if len(files) == 1 else f"store of {len(files)} files under {path}"
         reporter.built(Built(what, info.path, folder_size(info.path), info.triples, time.monotonic() - started))
-    mapping = {**_file_prefixes(files), **(wb.prefixes() if wb else {})}
+    mapping = {**prefixes, **(wb.prefixes() if wb else {})}
     endpoint = LocalGraph(
         info,
         name=name,
@@ -135,7 +165,7 @@ def open_local(
         vocab=vocab,
         prefixes=PrefixMap.default(mapping),
         names=LabelIndex(index_path),
-        description=f"{info.triples} triples from {len(files)} file(s) under {path}",
+        description=description,
         extra={"triples": info.triples},
     )
 

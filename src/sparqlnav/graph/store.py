@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +123,16 @@ class StoreInfo:
         return self.path / "oxigraph"
 
 
+@dataclass(frozen=True)
+class StoreSource:
+    """What a store is built from: a key that changes whenever its content does, the sources meta.json records
+    (file paths, or a database's URL), and how to fill a fresh store (given a scratch folder inside the build)."""
+
+    key: str
+    names: tuple[str, ...]
+    fill: Callable[[ox.Store, Path], None]
+
+
 def ensure_store(
     files: list[Path], stores_dir: Path, reporter: Reporter | None = None
 ) -> StoreInfo:
@@ -131,9 +141,30 @@ def ensure_store(
     Leftovers of builds whose process died are removed first; a damaged store is rebuilt from its files.
     `reporter` hears the bytes read of each file as the parser takes them.
     """
+
+    def fill(store: ox.Store, scratch: Path) -> None:
+        for f in files:
+            if FORMATS[f.suffix.lower()] == ox.RdfFormat.RDF_XML:
+                try:
+                    check_entity_expansion(f)
+                except EntityExpansionError as exc:
+                    raise LoadError(f"cannot load {f}: {exc}") from None
+        for i, f in enumerate(files):
+            try:
+                _load_file(store, f, reporter, f"reading {f.name}" + (f" ({i + 1}/{len(files)})" if len(files) > 1 else ""),
+                           scratch)
+            except SyntaxError as exc:
+                raise LoadError(f"cannot load {f}: {exc}") from None
+
+    source = StoreSource(store_key(files), tuple(str(f.resolve()) for f in files), fill)
+    return ensure_built(source, stores_dir, reporter)
+
+
+def ensure_built(source: StoreSource, stores_dir: Path, reporter: Reporter | None = None) -> StoreInfo:
+    """The store of `source` under `stores_dir`, built (atomically) unless an up-to-date, undamaged one exists."""
     stores_dir.mkdir(parents=True, exist_ok=True)
     remove_leftovers(stores_dir)
-    final = stores_dir / store_key(files)
+    final = stores_dir / source.key
     if final.exists() or final.is_symlink():
         if not made_by_sparqlnav(final):
             raise LoadError(f"{final} is in the way: it is not a store sparqlnav made (no {STORE_MARKER}); move it")
@@ -149,28 +180,17 @@ def ensure_store(
         notice = f"the store {final} is damaged ({problem}); rebuilding it from its source files"
         log.warning("%s", notice)
         if reporter:
-            reporter.step(ProgressStep(notice, 0, len(files), "items"))
+            reporter.step(ProgressStep(notice, 0, len(source.names), "items"))
         shutil.rmtree(final, ignore_errors=True)
-    for f in files:
-        if FORMATS[f.suffix.lower()] == ox.RdfFormat.RDF_XML:
-            try:
-                check_entity_expansion(f)
-            except EntityExpansionError as exc:
-                raise LoadError(f"cannot load {f}: {exc}") from None
     started = time.monotonic()
     with _build_folder(stores_dir, final.name) as tmp:
         store = ox.Store(str(tmp / "oxigraph"))
-        for i, f in enumerate(files):
-            try:
-                _load_file(store, f, reporter, f"reading {f.name}" + (f" ({i + 1}/{len(files)})" if len(files) > 1 else ""),
-                           tmp)
-            except SyntaxError as exc:
-                raise LoadError(f"cannot load {f}: {exc}") from None
+        source.fill(store, tmp)
         triples = len(store)
         store.flush()
         del store  # closes RocksDB before the folder moves
         info = {
-            "files": [str(f.resolve()) for f in files],
+            "files": list(source.names),
             "triples": triples,
             "created": time.time(),
         }
