@@ -84,8 +84,10 @@ def ck25_retrieval(ck25: KnowledgeGraph, data_dir: Path) -> Iterator[dict[str, A
 def test_a_wrong_lexical_answer_is_stopped_by_the_check_and_its_reason_reaches_the_next_stage(
     scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, settings: Settings
 ) -> None:
-    # Lexical counts the sensors' compatible products (140; there are 89 sensors) and is sure enough to answer.
-    alone = lexical.create().run(SENSORS, ck25, Trace())
+    # Lexical counts the sensors' compatible products (140; there are 89 sensors). Its own confidence now stays under
+    # its bar for this misreading (test_lexical_misread), so a lower bar stands for the wrong answers it is still
+    # sure of: the check must stop them all the same.
+    alone = lexical.create(threshold=0.05).run(SENSORS, ck25, Trace())
     assert alone.status == "answered" and values(alone) == {"140"}
     why = "it counts the products compatible with sensors, not the sensors"
     scripted_llm.script([
@@ -96,8 +98,8 @@ def test_a_wrong_lexical_answer_is_stopped_by_the_check_and_its_reason_reaches_t
     ])
     llm = config(scripted_llm)
     # No retrieval index here: explore is the next stage, and its first request is the agent's prompt.
-    cascade = auto.Auto(lexical.create(), explore.create(llm, max_total_actions=4), None, settings.cascade,
-                        check=AnswerCheck(llm))
+    cascade = auto.Auto(lexical.create(threshold=0.05), explore.create(llm, max_total_actions=4), None,
+                        settings.cascade, check=AnswerCheck(llm))
     with cascade:
         answer = run_question(cascade, SENSORS, ck25, Trace())
     assert scripted_llm.problems == [] and scripted_llm.remaining == 0
@@ -170,7 +172,7 @@ def test_the_check_sees_the_query_with_labels_beside_its_identifiers(
     scripted_llm: ScriptedLLM, ck25: KnowledgeGraph
 ) -> None:
     question = "What is the most expensive product?"
-    guess = lexical.create().run(question, ck25, Trace())
+    guess = lexical.create(threshold=0.05).run(question, ck25, Trace())  # under lexical's own bar now (misread)
     assert guess.status == "answered" and guess.sparql is not None and "prodi:dept-66469" in guess.sparql
     scripted_llm.script([Reply("DOES NOT: it looks only at the products of the department Production")])
     trace = Trace()
@@ -211,8 +213,9 @@ def test_a_year_beside_its_count_passes_the_shape_check() -> None:
 def test_the_handover_is_only_in_the_generation_prompt_with_the_earlier_values_and_the_reason_in_words(
     scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, ck25_retrieval: dict[str, Any], settings: Settings
 ) -> None:
-    # Lexical lists the 9 products compatible with Davis-Wagner's 3 products.
-    alone = lexical.create().run(DAVIS, ck25, Trace())
+    # Lexical lists the 9 products compatible with Davis-Wagner's 3 products (under its own bar now: a lower one
+    # stands for the wrong answers it is still sure of).
+    alone = lexical.create(threshold=0.05).run(DAVIS, ck25, Trace())
     assert alone.status == "answered" and alone.results is not None and len(alone.results) == 9
     shown = next(iter(ck25.names.labels_of([alone.results.rows[0]["a"].value]).values()))
     why = "it lists products compatible with what Davis-Wagner supplies, not what it supplies"
@@ -223,7 +226,8 @@ def test_the_handover_is_only_in_the_generation_prompt_with_the_earlier_values_a
         Reply("Davis-Wagner supplies three products."),  # explain
     ])
     llm = config(scripted_llm)
-    strategy = auto.create(llm, settings=settings, retrieve=retrieve.create(llm, settings=settings, **ck25_retrieval),
+    strategy = auto.create(llm, settings=settings, lexical=lexical.create(threshold=0.05),
+                           retrieve=retrieve.create(llm, settings=settings, **ck25_retrieval),
                            explore=explore.create(llm, max_total_actions=4))
     with strategy:
         answer = run_question(strategy, DAVIS, ck25, Trace())

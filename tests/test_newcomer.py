@@ -227,3 +227,49 @@ def test_the_context_event_carries_a_line_for_people(demo: KnowledgeGraph) -> No
     assert event.data["summary"] == (
         "earlier in this conversation: 1 turn, the last “When was helium discovered?” → The answer is 1868."
     )
+
+
+@pytest.mark.data
+def test_names_that_search_prints_run_when_pasted_back(ck25: KnowledgeGraph) -> None:
+    """Item 1: `prodi:empl-Waldtraud.Kuttner%40company.org` (printed by search and entity) failed in every face:
+    Oxigraph misreads a local name with two runs of dots, though it is valid SPARQL."""
+    from sparqlnav.graph.endpoint import Outcome
+    from sparqlnav.tools.registry import TOOLKIT_TOOLS
+    from sparqlnav.tools.toolkit import Toolkit
+    from sparqlnav.trace import Trace
+
+    employees = ck25.endpoint.query(
+        "SELECT ?e WHERE { ?e a <http://ld.company.org/prod-vocab/Employee> } ORDER BY ?e LIMIT 15")
+    products = ck25.endpoint.query(
+        "SELECT ?e WHERE { ?e a <http://ld.company.org/prod-vocab/Hardware> } ORDER BY ?e LIMIT 15")
+    iris = [r["e"].value for t in (employees.table, products.table) if t is not None for r in t.rows]
+    assert len(iris) == 30 and any("%40" in i and i.count(".") >= 2 for i in iris)
+    header = "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in ck25.prefixes.items())
+    kit = Toolkit(ck25, Trace())
+    for iri in iris:
+        shown = ck25.prefixes.compact(iri)  # what search, entity and MCP print
+        query = f"SELECT ?p WHERE {{ {shown} ?p ?o }} LIMIT 1"
+        with_prefixes = ck25.endpoint.query(header + query)
+        assert with_prefixes.outcome is Outcome.OK, (shown, with_prefixes.message)
+        bare = TOOLKIT_TOOLS.call("execute_sparql", kit, {"query": query})  # the API's and MCP's path, no PREFIX lines
+        assert bare.ok, (shown, bare.text)
+    # the compact form an earlier version printed is valid SPARQL, and now runs too
+    old = "prodi:empl-Waldtraud.Kuttner%40company.org"
+    ran = ck25.endpoint.query(f"{header}SELECT ?p WHERE {{ {old} ?p ?o }} LIMIT 1")
+    assert ran.outcome is Outcome.OK and ran.table is not None and len(ran.table) == 1
+
+
+@pytest.mark.data
+def test_every_face_declares_the_prefixes_the_graph_knows(settings: Settings, ck25: KnowledgeGraph) -> None:
+    """Item 2: the CLI added a missing PREFIX the graph knows; /api/sparql and MCP refused the same query."""
+    with background(create_app(settings, ServeConfig(mcp=False), kgs={"ck25": ck25})) as url:
+        import httpx
+
+        query = "SELECT ?d WHERE { ?d a pv:Department } LIMIT 2"
+        r = httpx.post(url + "/api/sparql", json={"query": query, "kg": "ck25"}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["added"] == ["PREFIX pv: <http://ld.company.org/prod-vocab/>"]
+        assert len(r.json()["results"]["results"]["bindings"]) == 2
+        bad = httpx.post(url + "/api/sparql", json={"query": "SELECT * WHERE { ?s nope:p ?o }", "kg": "ck25"},
+                         timeout=60)
+        assert bad.status_code == 400 and "nope" in bad.json()["detail"]

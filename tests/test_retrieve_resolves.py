@@ -240,7 +240,8 @@ def test_a_yes_no_question_may_select_its_figures_and_the_explainer_words_them(
     answer, (_d, generate, explain) = run(server, bestiary_retrieve, bestiary, question, ["Beast", "Language"], query,
                                           "No — 6 creatures speak Polyglot against 7 that speak Skald.")
     rule = system(generate)
-    assert "For a yes/no question, select the figures the answer rests on" in " ".join(rule.split())
+    assert "For a yes/no question, select in one row the figures the answer rests on" in " ".join(rule.split())
+    assert "the yes/no itself as `?yes`" in " ".join(rule.split())
     assert "a bare ASK only when there is nothing to show" in " ".join(rule.split())
     # Both names were resolved, so the figures do not rest on guessed identifiers.
     assert [line.split(":", 1)[0] for line in named_block(rule)] == ['- "Polyglot"', '- "Skald"']

@@ -20,10 +20,11 @@ DEMO = "PREFIX wd: <https://demo.sparqlnav.org/entity/> PREFIX wdt: <https://dem
 
 def test_a_year_question_reads_a_year_and_the_results_keep_the_date(demo: KnowledgeGraph) -> None:
     year = STRATEGY.run("In what year was fluorine discovered?", demo, Trace())
-    assert year.status == "answered" and year.text == "The answer is 1886."
+    # (a confidence under 0.9 puts "Probably:" before it and the query after: the words themselves are these)
+    assert year.status == "answered" and "The answer is 1886." in year.text
     assert year.results is not None and [t.value for t in year.results.column("a")] == ["1886-06-26T00:00:00Z"]
     when = STRATEGY.run("When was Dmitri Mendeleev born?", demo, Trace())
-    assert when.text == "The answer is 8 February 1834."
+    assert "The answer is 8 February 1834." in when.text
 
 
 def test_yes_no_and_plain_answers_read_for_people(demo: KnowledgeGraph) -> None:

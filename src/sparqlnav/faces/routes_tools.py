@@ -106,6 +106,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
 
         def run() -> Response:
             graph = pool.get(kg_name)
+            added = declare_prefixes(text, graph.prefixes.mapping).added  # execute_sparql declares them alike
             observed = tools.call("execute_sparql", Toolkit(graph, Trace(), timeout_s=limit), {"query": text})
             result = observed.value
             assert isinstance(result, QueryResult)  # what execute_sparql observes, failed or not
@@ -126,6 +127,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
                     "truncated": result.table.truncated,
                     "results": result.table.to_sparql_json(),
                     "display": display(graph, result.table),
+                    "added": [f"PREFIX {p}: <{graph.prefixes.mapping[p]}>" for p in added],
                 }
             )
 

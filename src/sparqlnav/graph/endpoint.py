@@ -344,6 +344,7 @@ class RemoteEndpoint:
             transport=guarded_transport(),  # a cancelled run stops waiting for its query at once
             event_hooks={"request": [self._same_host]},  # each redirect's request too
         )
+
     def _same_host(self, request: httpx.Request) -> None:
         """Redirects are followed within the endpoint's own host only: another host may be anywhere, this machine
         or its network included."""
@@ -365,7 +366,6 @@ class RemoteEndpoint:
         if self._private and not _has_base(sparql):
             return f"BASE <{NEUTRAL_BASE}>\n{sparql}"
         return sparql
-
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

@@ -52,6 +52,7 @@ from sparqlnav.graph.entities import (
 )
 from sparqlnav.graph.netjail import PEAK_MEMORY_MARK, jail_command
 from sparqlnav.graph.progress import CountingReader, ProgressStep, Reporter
+from sparqlnav.sparql.prefixes import spell_out_names
 
 FORMATS: dict[str, ox.RdfFormat] = {
     ".ttl": ox.RdfFormat.TURTLE,
@@ -663,6 +664,8 @@ class LocalGraph:
         given = timeout_s if timeout_s is not None else self.limits.timeout_s
         deadline = time.monotonic() + given
         memory_deaths = 0
+        # A name the engine would misread (`prodi:…Kuttner%40company.org`, valid SPARQL) is sent as its full IRI.
+        sparql = spell_out_names(sparql)
         for attempt in range(5):
             endpoint = self._endpoint()
             generation = self._server.begin_query()

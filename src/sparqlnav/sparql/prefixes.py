@@ -35,7 +35,36 @@ WIKIDATA: dict[str, str] = {
 # No %-escapes: Oxigraph rejects some valid escaped local names (e.g. `a.b%40c.org`), and people copy what they see.
 # SPARQL 1.1 PN_LOCAL, simplified: letters, digits, _ - . inside, and %HH escapes (CK25's "…Hoch%40company.org").
 _LOCAL_OK = re.compile(r"^(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:[A-Za-z0-9_\-.]|%[0-9A-Fa-f]{2})*$")
+_DOT_RUNS = re.compile(r"\.+")
+_PN_ESCAPE = re.compile(r"\\(.)")
 _PREFIX_DECL = re.compile(r"(?im)^\s*(?:@prefix|PREFIX)\s+([A-Za-z][\w\-.]*)?:\s*<([^>]*)>")
+
+
+def engine_reads(local: str) -> bool:
+    """Whether Oxigraph 0.5 reads `prefix:local` whole: its local names hold one run of dots at most (`a.b` and
+    `a..b` pass; `empl-Karen.Brant%40company.org` is read as `…Brant%40company` and a stray `.org`)."""
+    return len(_DOT_RUNS.findall(local)) <= 1
+
+
+def spell_out_names(query: str) -> str:
+    """The query with every prefixed name the engine would misread (`engine_reads`) written as a full IRI, so a
+    name copied from a correct SPARQL 1.1 text runs as written; anything else, and a query whose prefixes are not
+    all declared, is left as it is (the guard then reads it as the engine would)."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+    out: list[str] = []
+    at = 0
+    for i, t in enumerate(toks):
+        if t.kind != "pname" or (i >= 1 and toks[i - 1].kind == "word" and toks[i - 1].text.upper() == "PREFIX"):
+            continue
+        prefix, _, local = t.text.partition(":")
+        if engine_reads(local) or prefix not in declared:
+            continue
+        out.append(query[at : t.pos])
+        plain = _PN_ESCAPE.sub(r"\1", local)  # `\'`-style escapes stand for the character itself in the IRI
+        out.append(f"<{declared[prefix]}{plain}>")
+        at = t.pos + len(t.text)
+    return "".join(out) + query[at:] if out else query
 
 
 @dataclass
@@ -59,7 +88,7 @@ class PrefixMap:
         for name, ns in self.mapping.items():
             if iri.startswith(ns) and (best is None or len(ns) > len(best[1])):
                 local = iri[len(ns) :]
-                if local == "" or (_LOCAL_OK.match(local) and not local.endswith(".")):
+                if local == "" or (_LOCAL_OK.match(local) and not local.endswith(".") and engine_reads(local)):
                     best = (name, ns)
         if best is None:
             return f"<{iri}>"

@@ -14,6 +14,7 @@ import httpx
 from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
+from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.tools.lookup import (
     DEFAULT_ENTITIES,
     DEFAULT_PROPERTIES,
@@ -151,8 +152,10 @@ class Toolkit:
         return Observation(ex.to_text(self.kg), ex)
 
     def execute_sparql(self, query: str) -> Observation:
-        """Run a query; the text shows a compact table or the engine's message."""
-        result = self.kg.endpoint.query(query, timeout_s=self.timeout_s)
+        """Run a query; the text shows a compact table or the engine's message. Prefixes the graph knows may be
+        used undeclared, on every face alike (the CLI, the API, MCP and the agents share this path)."""
+        repaired = declare_prefixes(query, self.kg.prefixes.mapping)
+        result = self.kg.endpoint.query(repaired.query, timeout_s=self.timeout_s)
         if not result.ok or result.table is None:
             return Observation(f"The query failed — {result.describe()}", result, ok=False)
         try:

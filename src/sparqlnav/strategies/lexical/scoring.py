@@ -28,6 +28,11 @@ PARTIAL_ASK_FACTOR = 0.2  # an ASK that leaves words out: yes/no about another q
 # whatever its other evidence, the confidence stays at most 0.05 (see bench/results/lexical_failures.md).
 UNSUPPORTED_FACTOR = 0.05
 LOOSE_FACTOR = 0.25  # per entity the question names by less than half of its name ("creatures" → a named creature)
+# Per misreading: a query that reads the question's words as something else answers another question, however
+# well it scores (issue 24: a fresh user's CK25 questions got three such answers at 0.65–0.88).
+MISREAD_FACTOR = 0.1
+_NAMING = frozenset({"name", "label", "title", "id", "identifier", "code", "email", "pref label", "alt label"})
+_ASKED_AFTER = ("how many", "which", "what")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class QuestionCoverage:
     unmatched: tuple[str, ...]  # content words no candidate query could use: nothing in the graph matched them
     unsupported: tuple[str, ...] = ()  # what the question asks for that the query does not do ("negation: not")
     loose: tuple[str, ...] = ()  # entities named by less than half of their name's words
+    misread: tuple[str, ...] = ()  # the question's words read as something else: a hop, an entity
 
     def to_json(self) -> dict[str, object]:
         """Plain data for `Answer.extra` and benchmarks."""
@@ -238,7 +244,54 @@ class Scorer:
             unmatched=tuple(words[i].text for i in sorted(self.ctx.content - explained - reachable)),
             unsupported=self.unsupported(best),
             loose=self.loose(best),
+            misread=self.misread(best),
         )
+
+    def misread(self, c: Candidate) -> tuple[str, ...]:
+        """How the query reads the question's words as something they do not say: a hop of a longer path that only
+        the asked-for noun names, through part of the property's name ("products" read as `compatibleProduct` after
+        "in the category Sensor" had already found them); an entity named by another word that starts alike
+        ("product" for the department "Production")."""
+        words = [t.text.lower() for t in self.ctx.tokens]
+        asked = self.asked_noun()
+        out: list[str] = []
+        hops = [p for p in c.parts if p.kind == "relation" and p.text.lower() not in _NAMING]
+        if len(hops) >= 2:
+            for p in hops:
+                # A hop no word names is often implied ("suppliers … deliver Compensators" → has category), so only a
+                # hop the asked-for noun names through part of a longer name counts.
+                named = [w for w in re.findall(r"[a-z]+", p.text.lower()) if not is_stopword(w)]
+                unsaid = [w for w in named if not any(word_similarity(w, q) >= 0.85 for q in words)]
+                # the asked noun is a word of the name ("products" in `compatibleProduct`), not its answer type
+                # ("what year" → `point in time`)
+                partly = any(word_similarity(w, words[i]) >= 0.85 for w in named for i in asked)
+                if p.positions and p.positions <= asked and unsaid and partly:
+                    out.append(f"a hop the question does not name: {p.text}")
+        for p in c.parts:
+            if p.kind != "entity":
+                continue
+            name = [w.lower() for w in re.findall(r"[A-Za-z]+", p.text)]
+            for i in p.positions:
+                # "Geier's" is Geier, "aquan-speaking" holds Aquan, "zombies" is zombie: only a word that is the
+                # start of a longer name word, and no form of one, is another word ("product" → Production).
+                said = re.sub(r"['’]s$", "", words[i])
+                for part in (w for w in re.split(r"[^a-z]+", said) if len(w) >= 4):
+                    if any(word_similarity(x, w) >= 0.95 for w in name for x in (part, part.rstrip("s"))):
+                        continue
+                    if any(w.startswith(part) and len(w) > len(part) for w in name):
+                        out.append(f"named by another word: '{self.ctx.tokens[i].text}' for {p.text}")
+        return tuple(out)
+
+    def asked_noun(self) -> frozenset[int]:
+        """The positions of the noun the answer is: the intent's focus, else the first content word after "how
+        many" ("how many *products* are …")."""
+        if self.ctx.intent.focus:
+            return frozenset(self.ctx.intent.focus)
+        words = [t.text.lower() for t in self.ctx.tokens]
+        for i in range(len(words) - 2):
+            if (words[i], words[i + 1]) == ("how", "many") and not is_stopword(words[i + 2]):
+                return frozenset({i + 2})
+        return frozenset()
 
     def loose(self, c: Candidate) -> tuple[str, ...]:
         """The query's entities the question names by less than half of their name's words: a general word
@@ -327,6 +380,7 @@ class Scorer:
                 raw *= PARTIAL_ASK_FACTOR  # yes/no about part of the question is a coin toss
             raw *= UNSUPPORTED_FACTOR ** len(evidence.unsupported)
             raw *= LOOSE_FACTOR ** len(evidence.loose)
+            raw *= MISREAD_FACTOR ** len(evidence.misread)
         return round(raw, 4)
 
 
