@@ -152,3 +152,41 @@ def test_the_http_api_reports_the_memory_ceiling(tiny_path: Path, tmp_path: Path
         assert r.status_code != 200 and r.json()["outcome"] == "engine_error"
         assert "needed more memory than allowed" in r.json()["detail"]
         assert client.post("/api/sparql", json={"query": MANAGER_OF_ALICE}).status_code == 200
+
+
+# -- item 7: wide flat queries ---------------------------------------------------------------------------------
+
+
+def _projections(n: int) -> str:
+    return "SELECT " + " ".join(f"(1 AS ?v{i})" for i in range(n)) + " WHERE {}"
+
+
+def _binds(n: int) -> str:
+    return "SELECT * WHERE { " + " ".join(f"BIND({i} AS ?v{i})" for i in range(n)) + " }"
+
+
+def _values(n: int) -> str:
+    return "SELECT * WHERE { " + " ".join(f"VALUES ?v{i} {{ {i} }}" for i in range(n)) + " }"
+
+
+def test_wide_flat_queries_are_refused_before_the_engine_sees_them(tiny_path: Path, tmp_path: Path) -> None:  # noqa: F811
+    """3,000 projected expressions, BINDs or VALUES blocks killed or broke the engine (five restarts each)."""
+    settings = _settings(tmp_path)
+    with (
+        open_kg(str(tiny_path), settings) as graph,
+        background(app_with(settings, graph, mcp=False)) as url,
+        client_at(url) as client,
+    ):
+        endpoint = graph.endpoint
+        assert isinstance(endpoint, LocalGraph)
+        assert client.post("/api/sparql", json={"query": MANAGER_OF_ALICE}).status_code == 200  # the engine is up
+        before = (endpoint.server.generation, endpoint.server.restarts)
+        for query, words in ((_projections(3000), "3,000 named expressions"), (_binds(3000), "3,000 named expressions"),
+                             (_values(3000), "3,000 VALUES blocks")):
+            r = client.post("/api/sparql", json={"query": query})
+            assert r.status_code == 400 and r.json()["outcome"] == "refused", r.text
+            assert words in r.json()["detail"] and "at most 1,000" in r.json()["detail"]
+        assert (endpoint.server.generation, endpoint.server.restarts) == before  # the engine never saw them
+        for query in (_projections(1000), _binds(1000), _values(1000)):
+            assert client.post("/api/sparql", json={"query": query}).status_code == 200  # at the limit: they run
+        assert (endpoint.server.generation, endpoint.server.restarts) == before

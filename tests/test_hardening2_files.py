@@ -288,3 +288,30 @@ def test_a_planted_symlink_in_the_stores_folder_is_never_followed(tmp_path: Path
     res = ok(run("cache", "clear", "--all", home=home))
     assert (victim / "data").read_text() == "keep\n"
     assert "removed link" not in res.stdout and "not a store, left alone: link (a symlink)" in res.stderr
+
+
+# -- item 8, document indexing: per-file limits, and one bad file does not abort the rest ---------------------------
+
+
+def test_oversized_binary_and_unparseable_documents_are_skipped_and_named(tmp_path: Path) -> None:
+    """A 100 MB JSONL line took 3.8 GB, a 200 MB HTML file 2 GB; a binary file named .html aborted the whole index
+    with "unknown status keyword 'T' in marked section" and no file name."""
+    from sparqlnav.retrieval.documents import MAX_FILE_BYTES, MAX_RECORD_BYTES
+
+    home = tmp_path / "home"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Ytterby\n\nYtterby is a village in Sweden where four elements were found.\n")
+    with (docs / "huge.html").open("wb") as fh:  # sparse: the size is what counts, not the bytes written
+        fh.truncate(MAX_FILE_BYTES + 1)
+    (docs / "long.jsonl").write_text(json.dumps({"id": "a", "text": "x" * (MAX_RECORD_BYTES + 10)}) + "\n")
+    (docs / "binary.html").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8)
+    (docs / "marked.html").write_text("<html><body><![T foo]>text</body></html>")
+    res = ok(run("index", "--kg", "demo", "--embedder", "none", "--docs", str(docs), home=home))
+    said = res.stdout
+    assert f"skipped huge.html: {MAX_FILE_BYTES + 1:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit" in said
+    assert f"skipped long.jsonl: line 1 is longer than {MAX_RECORD_BYTES:,} bytes" in said
+    assert "skipped binary.html: not text (binary content), though named .html" in said
+    assert "skipped marked.html: not readable as html (" in said
+    files = {d["meta"].get("file") for d in stored_documents(home) if d["kind"] == "passage"}
+    assert files == {"good.md"}

@@ -1143,7 +1143,8 @@ def index_command(
         f"{summary['examples']} examples, {summary['shapes']} class shapes, {summary['endpoints']} endpoint(s)"
         f"{documents} in {summary['index']}\n{stats.added} added, {stats.updated} updated, {stats.removed} removed, "
         f"{stats.unchanged} unchanged; {stats.embedded} embedded with {summary['embedder']} in {stats.seconds:.1f} s"
-        + "".join(f"\n{line}" for line in describe_outside([*outside, *(corpus.outside if corpus else [])])),
+        + "".join(f"\n{line}" for line in describe_outside([*outside, *(corpus.outside if corpus else [])]))
+        + "".join(f"\nskipped {why}" for why in (corpus.skipped if corpus else [])),
         markup=False, highlight=False,
     )
 

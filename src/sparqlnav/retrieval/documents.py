@@ -28,6 +28,10 @@ SUFFIXES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "ma
 PASSAGE_WORDS = 120  # about a paragraph: long enough to hold a fact with its subject, short enough to rank
 CONTEXT_SENTENCES = 2  # sentences of the section kept before and after a table (the paper's choice)
 CORPUS_FORMAT = 1
+# A document file larger than this, or a JSONL record longer than MAX_RECORD_BYTES, is skipped and named: a 200 MB
+# HTML file took 2 GB and over a minute, one 100 MB JSONL line 3.8 GB (the red team's files).
+MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_RECORD_BYTES = 1024 * 1024
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -320,6 +324,8 @@ def read_jsonl(text: str, *, source: str) -> list[Page]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_RECORD_BYTES:
+            raise DocumentsError(f"{source}: line {number} is longer than {MAX_RECORD_BYTES:,} bytes")
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -343,9 +349,15 @@ def read_pages(path: Path, *, name: str) -> list[Page]:
     if kind is None:
         raise DocumentsError(f"{path}: not a document type sparqlnav reads ({', '.join(sorted(SUFFIXES))})")
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise DocumentsError(f"{name}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for one document")
+        data = path.read_bytes()
     except OSError as exc:
         raise DocumentsError(f"{path}: cannot read ({exc})") from None
+    if b"\x00" in data[:8192]:
+        raise DocumentsError(f"{name}: not text (binary content), though named {path.suffix}")
+    text = data.decode("utf-8", errors="replace")
     stem = path.stem.replace("_", " ").replace("-", " ")
     if kind == "jsonl":
         return read_jsonl(text, source=name)
@@ -428,8 +440,13 @@ def page_docs(page: Page, file_ref: str) -> list[Doc]:
 
 
 def file_docs(path: Path, name: str) -> list[Doc]:
-    """Every document of one file (`name` is its reference: the path relative to what was given)."""
-    return [d for page in read_pages(path, name=name) for d in page_docs(page, name)]
+    """Every document of one file (`name` is its reference: the path relative to what was given); DocumentsError
+    naming the file when it cannot be read as its kind."""
+    try:
+        return [d for page in read_pages(path, name=name) for d in page_docs(page, name)]
+    except (ValueError, AssertionError) as exc:
+        # html.parser gives up on some malformed markup ("unknown status keyword 'T' in marked section").
+        raise DocumentsError(f"{name}: not readable as {SUFFIXES[path.suffix.lower()]} ({exc})") from None
 
 
 def find_files(paths: Sequence[Path], outside: list[Outside] | None = None) -> list[tuple[Path, str]]:
@@ -469,6 +486,7 @@ class CorpusStats:
     tables: int = 0
     infoboxes: int = 0
     outside: list[Outside] = field(default_factory=list)  # symlinks out of a folder given, skipped
+    skipped: list[str] = field(default_factory=list)  # files not indexed, each with why (too large, not text, …)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data."""
@@ -504,13 +522,22 @@ class DocumentCorpus:
         for n, (path, name) in enumerate(found):
             if progress:
                 progress("reading documents", n, len(found))
+            if path.stat().st_size > MAX_FILE_BYTES:  # not even hashed: it would be read whole for that
+                stats.skipped.append(f"{name}: {path.stat().st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
+                                     "for one document")
+                continue
             digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
             old = self.files.get(name)
             if old is not None and old.get("sha") == digest:
                 files[name] = old
                 stats.unchanged += 1
                 continue
-            files[name] = {"sha": digest, "docs": [d.to_json() for d in file_docs(path, name)]}
+            try:
+                docs = file_docs(path, name)
+            except DocumentsError as exc:  # one bad file is named and left out; the others are indexed
+                stats.skipped.append(str(exc))
+                continue
+            files[name] = {"sha": digest, "docs": [d.to_json() for d in docs]}
             stats.read += 1
         if progress:
             progress("reading documents", len(found), len(found))
