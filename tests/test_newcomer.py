@@ -273,3 +273,55 @@ def test_every_face_declares_the_prefixes_the_graph_knows(settings: Settings, ck
         bad = httpx.post(url + "/api/sparql", json={"query": "SELECT * WHERE { ?s nope:p ?o }", "kg": "ck25"},
                          timeout=60)
         assert bad.status_code == 400 and "nope" in bad.json()["detail"]
+
+
+@pytest.mark.data
+def test_validate_with_a_graph_warns_on_what_the_graph_never_uses(data_dir: Path, tmp_path: Path) -> None:
+    """Item 3: `validate '… <http://example.org/nope> …' --kg prod-inst.ttl` said "ok: no issues", and `wdt:` was
+    silently read as Wikidata's on a graph that is not Wikidata."""
+    kg = str(data_dir / "ck25" / "prod-inst.ttl")
+    nope = run("validate", "SELECT ?x WHERE { ?x <http://example.org/nope> ?m }", "--kg", kg, home=tmp_path)
+    assert nope.returncode == 0 and "ok: no issues" not in nope.stdout
+    assert "warning [absent_iri]: <http://example.org/nope> occurs nowhere in prod-inst.ttl" in nope.stdout
+    wdt = run("validate", "SELECT ?x WHERE { ?x wdt:P31 ?m }", "--kg", kg, "--json", home=tmp_path)
+    kinds = [(i["kind"], i["severity"]) for i in json.loads(wdt.stdout)["issues"]]
+    assert ("unknown_prefix", "warning") in kinds and ("absent_iri", "warning") in kinds
+    fine = run("validate", "SELECT ?x WHERE { ?x pv:name ?m }", "--kg", kg, home=tmp_path)
+    assert fine.returncode == 0 and "absent_iri" not in fine.stdout and "unknown_prefix" not in fine.stdout
+
+
+def test_qualifiers_come_compact_and_names_read_in_lower_case(settings: Settings, demo: KnowledgeGraph) -> None:
+    """Item 9: the entity panel showed `point in time <https://demo.sparqlnav.org/prop/qualifier/P585>` (it wrapped
+    badly at 400 px) and "alt Label"."""
+    import httpx
+
+    from sparqlnav.graph.vocab import humanise
+
+    with background(create_app(settings, ServeConfig(mcp=False), kgs={"demo": demo})) as url:
+        page = httpx.get(url + "/api/entity", params={"id": "wd:Q1060", "kg": "demo"}, timeout=60).json()
+    qualifiers = [q for e in page["edges"] for v in e["values"] for q in v["qualifiers"]]
+    assert qualifiers and all(page["compact"][q["property"]] == "pq:P585" for q in qualifiers)
+    assert {q["label"] for q in qualifiers} == {"point in time"}
+    assert [humanise(n) for n in ("altLabel", "hasManager", "empl-Karen.Brant@x", "hasCRValue")] == [
+        "alt label", "has manager", "empl Karen Brant@x", "has CRValue"]
+
+
+def test_syntax_errors_are_sparqlnavs_own_on_every_face(settings: Settings, demo: KnowledgeGraph,
+                                                       tmp_path: Path) -> None:
+    """Item 2: `FILTER(?n > )` got the engine's grammar dump ("expected one of Prefix not found, ['%'], …")."""
+    import httpx
+
+    from sparqlnav.tools.registry import TOOLKIT_TOOLS
+    from sparqlnav.tools.toolkit import Toolkit
+    from sparqlnav.trace import Trace
+
+    query = "SELECT * WHERE { ?s ?p ?n FILTER(?n > ) }"
+    cli = run("sparql", query, home=tmp_path)
+    assert cli.returncode == 1 and "error at 1:39: expected an expression, found ')'" in cli.stderr
+    with background(create_app(settings, ServeConfig(mcp=False), kgs={"demo": demo})) as url:
+        api = httpx.post(url + "/api/sparql", json={"query": query, "kg": "demo"}, timeout=60).json()
+    assert "error at 1:39: expected an expression, found ')'" in api["detail"]
+    assert (api["syntax"]["line"], api["syntax"]["column"]) == (1, 39)
+    mcp = TOOLKIT_TOOLS.call("execute_sparql", Toolkit(demo, Trace()), {"query": query})  # MCP's execute_sparql
+    assert "error at 1:39: expected an expression, found ')'" in mcp.text
+    assert not any("expected one of" in text for text in (cli.stderr, api["detail"], mcp.text))

@@ -44,6 +44,7 @@ from sparqlnav.trace import Event
 
 if TYPE_CHECKING:
     from sparqlnav.retrieval.examples import Example
+    from sparqlnav.sparql.check import Issue
 
 app = typer.Typer(
     name="sparqlnav",
@@ -833,7 +834,10 @@ def validate_command(
                     schema = kg_schema(graph)
                 except SchemaUnavailable as exc:
                     raise CliError(f"cannot get the schema of {kg}: {exc}") from None
-    report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
+            report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
+            report.issues.extend(_unused_in_graph(report.query, text, graph))
+    if void is not None:
+        report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
     if json_output:
         compact = schema.compact if schema is not None else None
         print(json.dumps(report.to_dict(compact), ensure_ascii=False))
@@ -845,6 +849,26 @@ def validate_command(
             out().print("\nrepaired query:\n" + report.query, markup=False, highlight=False)
     if not report.ok:  # a repaired prefix is reported, but the repaired query is fine: `ok` decides
         raise typer.Exit(1)
+
+
+def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph) -> list[Issue]:
+    """Warnings for what the checked graph never uses: each IRI of the query that occurs nowhere in it (one query),
+    and each prefix the query did not declare that was read from defaults the graph does not use (`wdt:` read as
+    Wikidata's on a graph that is not Wikidata)."""
+    from sparqlnav.feedback.eraser import query_iris
+    from sparqlnav.sparql.check import Issue
+    from sparqlnav.sparql.guard import declared_prefixes, tokens
+    from sparqlnav.tools.lookup import absent
+
+    missing = absent(graph, query_iris(query, graph.prefixes, graph.vocab))
+    out = [Issue("absent_iri", f"{graph.prefixes.compact(iri)} occurs nowhere in {graph.name}", "warning")
+           for iri in missing]
+    declared_by_user = declared_prefixes(tokens(given))
+    for prefix, ns in declared_prefixes(tokens(query)).items():
+        if prefix not in declared_by_user and any(i.startswith(ns) for i in missing):
+            out.append(Issue("unknown_prefix", f"the prefix '{prefix}:' was not declared and was read as <{ns}>, "
+                             f"which {graph.name} does not use: declare the namespace you mean", "warning"))
+    return out
 
 
 def check_can_listen(host: str, port: int) -> None:

@@ -197,6 +197,9 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
             data = page.to_json()
             iris = {page.iri} | {e["property"] for e in data["edges"]}
             iris |= {v["value"]["value"] for e in data["edges"] for v in e["values"] if v["value"]["type"] == "uri"}
+            qualifiers = [q for e in data["edges"] for v in e["values"] for q in v["qualifiers"]]
+            iris |= {q["property"] for q in qualifiers} | {q["value"]["value"] for q in qualifiers
+                                                          if q["value"]["type"] == "uri"}
             data["compact"] = {iri: graph.prefixes.compact(iri) for iri in iris}
             return json_response(data)
 

@@ -137,6 +137,11 @@ def label_adds(iri: str, label: str | None) -> bool:
 
 def humanise(name: str) -> str:
     """`hasManager` → `has manager`, `member_of` → `member of`, `empl-Karen.Brant@x` → `empl Karen Brant@x`."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
-    spaced = re.sub(r"[_\-.]+", " ", spaced)
-    return " ".join(spaced.split()).strip()
+    out: list[str] = []
+    for part in re.split(r"[_\-.\s]+", name):
+        camel = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", part).split()
+        # In a lowerCamel name (a property's) the capitals only mark where words start: `altLabel` reads "alt label".
+        # An UpperCamel name (a class's or a thing's: `RedDragon`), "CRValue" and a name's own capitals stay.
+        lower = bool(camel) and camel[0][:1].islower()
+        out += camel[:1] + [w.lower() if lower and w[:1].isupper() and w[1:].islower() else w for w in camel[1:]]
+    return " ".join(out).strip()

@@ -45,6 +45,8 @@ IssueKind = Literal[
     "unknown_predicate",
     "predicate_not_on_class",
     "object_class_mismatch",
+    "absent_iri",  # an IRI the checked graph never uses (a warning: the query runs, and matches nothing there)
+    "unknown_prefix",  # an undeclared prefix read from defaults the checked graph does not use
 ]
 Severity = Literal["error", "warning", "info"]
 

@@ -1400,13 +1400,24 @@ class _Parser:
     def reified_triple(self) -> tuple[Term, set[str]]:
         """`<< s p o ~ r >>`: stands for its reifier (a fresh blank node without one)."""
         self._quote()
+        scope = self._quoted_parts("the reified triple", reified=True)
+        node: Term | None = None
+        if self.accept_punct("~"):
+            node = self.reifier_id(scope)
+        self.expect_punct(">>", "'>>' to close the reified triple")
+        self._quoted -= 1
+        return node or self.new_bnode(), scope
+
+    def _quoted_parts(self, what: str, *, reified: bool) -> set[str]:
+        """Subject, predicate and object of a quoted triple (`<< >>` when `reified`, else `<<( )>>`, which holds no
+        reified triple); the variables they bind."""
         scope: set[str] = set()
         for position in ("subject", "predicate", "object"):
             if position == "predicate":
                 self.quoted_verb(scope)
                 continue
             tok = self.peek()
-            if self.is_punct("<<"):
+            if reified and self.is_punct("<<"):
                 scope |= self.reified_triple()[1]
             elif self.is_punct("<<("):
                 scope |= self.triple_term()[1]
@@ -1417,34 +1428,14 @@ class _Parser:
                     scope.add(tok.text[1:])
                 self.var_or_term()
             else:
-                raise self.expected(f"the {position} of the reified triple")
-        node: Term | None = None
-        if self.accept_punct("~"):
-            node = self.reifier_id(scope)
-        self.expect_punct(">>", "'>>' to close the reified triple")
-        self._quoted -= 1
-        return node or self.new_bnode(), scope
+                raise self.expected(f"the {position} of {what}")
+        return scope
 
     def triple_term(self) -> tuple[Term, set[str]]:
         """`<<( s p o )>>` in a pattern: subject and object are variables, IRIs, literals, blank nodes or triple
         terms."""
         self._quote()
-        scope: set[str] = set()
-        for position in ("subject", "predicate", "object"):
-            if position == "predicate":
-                self.quoted_verb(scope)
-                continue
-            tok = self.peek()
-            if self.is_punct("<<("):
-                scope |= self.triple_term()[1]
-            elif tok.kind in ("VAR", "IRI", "PNAME", "BNODE", "ANON", "STRING", "INTEGER", "DECIMAL", "DOUBLE") or (
-                self.is_punct("+") or self.is_punct("-") or (tok.kind == "WORD" and tok.text in ("true", "false"))
-            ):
-                if tok.kind == "VAR":
-                    scope.add(tok.text[1:])
-                self.var_or_term()
-            else:
-                raise self.expected(f"the {position} of the triple term")
+        scope = self._quoted_parts("the triple term", reified=False)
         self.expect_punct(")>>", "')>>' to close the triple term")
         self._quoted -= 1
         return self.new_bnode(), scope

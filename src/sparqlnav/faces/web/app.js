@@ -334,9 +334,10 @@
           td.appendChild(termNode(v.value, display));
           for (const q of v.qualifiers || []) {
             const qd = el("div", "qualifier");
-            qd.appendChild(termNode({ type: "uri", value: q.property }, { labels: { [q.property]: q.label }, compact: {} }));
+            // compact names, as the edges have them: a full qualifier IRI wrapped badly in the 400 px panel
+            qd.appendChild(termNode({ type: "uri", value: q.property }, { labels: { [q.property]: q.label }, compact: display.compact }));
             qd.appendChild(document.createTextNode(": "));
-            qd.appendChild(termNode(q.value, { labels: q.value_label ? { [q.value.value]: q.value_label } : {}, compact: {} }));
+            qd.appendChild(termNode(q.value, { labels: q.value_label ? { [q.value.value]: q.value_label } : {}, compact: display.compact }));
             td.appendChild(qd);
           }
           tr.appendChild(td);
