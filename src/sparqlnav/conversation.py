@@ -12,13 +12,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparqlnav.context import RunContext, Turn
 from sparqlnav.errors import SparqlnavError
-
-if TYPE_CHECKING:
-    from sparqlnav.settings import Settings
+from sparqlnav.settings import CONVERSATION_MAX_BYTES, CONVERSATION_MAX_TURNS, Settings
 
 __all__ = [
     "CONTEXT_CHARS",
@@ -34,10 +32,8 @@ CONTEXT_CHARS = 8_000  # earlier turns kept in a prompt (about 2,000 tokens); ol
 EDITED = "edited"  # the status of a turn that is the user's own edit of the query
 _ID_CHARS = frozenset("0123456789abcdef")
 _MAX_ID_CHARS = 64  # ids are 32 hex digits; a longer one is no id (and would be too long a file name)
-# A conversation keeps its latest turns within both bounds: a client could otherwise grow one without end (a
-# 99 KB edit per turn made a 17.7 MB file, rewritten on every turn).
-MAX_TURNS = 50
-MAX_BYTES = 512 * 1024
+MAX_TURNS = CONVERSATION_MAX_TURNS  # the bounds' defaults are the settings' (one owner)
+MAX_BYTES = CONVERSATION_MAX_BYTES
 
 
 def _size(turn: Turn) -> int:

@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from sparqlnav.conversation import MAX_BYTES, MAX_TURNS
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
 from sparqlnav.llm.client import LLMConfig, load_prices
@@ -31,6 +30,11 @@ __all__ = [
     "Settings",
     "WikidataSettings",
 ]
+
+# A conversation keeps its latest turns within both bounds: a client could otherwise grow one without end (a
+# 99 KB edit per turn made a 17.7 MB file, rewritten on every turn).
+CONVERSATION_MAX_TURNS = 50
+CONVERSATION_MAX_BYTES = 512 * 1024
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -208,8 +212,8 @@ class ConversationSettings(_Part):
     keep: Literal["memory", "disk"] = "memory"
     max_count: int = Field(default=1000, ge=1)
     ttl_s: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # after the last use
-    max_turns: int = Field(default=MAX_TURNS, ge=1)
-    max_bytes: int = Field(default=MAX_BYTES, ge=1024)
+    max_turns: int = Field(default=CONVERSATION_MAX_TURNS, ge=1)
+    max_bytes: int = Field(default=CONVERSATION_MAX_BYTES, ge=1024)
 
     @property
     def on_disk(self) -> bool:
