@@ -18,3 +18,18 @@ def test_a_guess_kept_aside_is_handed_over_with_its_rows_not_as_no_rows(demo: Kn
     assert rows > 0
     assert outcome_of(answer) == f"{rows} row(s), but the strategy was not sure they answer the question"
 
+
+
+def test_a_kept_aside_ask_is_handed_over_as_yes_or_no() -> None:
+    """Relay players read "It gave: 1 row(s)" for a lexical ASK and could not tell what it had said."""
+    from sparqlnav.answer import Answer
+    from sparqlnav.strategies.auto import outcome_of
+    from sparqlnav.trace import Trace
+
+    guess = {"sparql": "ASK { ?s ?p ?o }", "results": {"head": {}, "boolean": False}, "confidence": 0.1}
+    answer = Answer("Is it?", "lexical", None, None, "not found", Trace(), status="not_found",
+                    extra={"best_guess": guess})
+    assert outcome_of(answer) == "no, but the strategy was not sure it answers the question"
+    rows = {"sparql": "SELECT ?a WHERE {}", "results": {"head": {"vars": ["a"]}, "results": {"bindings": [{}]}}}
+    assert outcome_of(Answer("Q", "lexical", None, None, "", Trace(), status="not_found",
+                             extra={"best_guess": rows})).startswith("1 row(s), but")

@@ -47,7 +47,11 @@ def outcome_of(answer: Answer) -> str:
     if table is None and not answer.sparql:
         # A guess kept aside (lexical below its threshold) did run: say what it gave, not "no rows".
         guess = answer.extra.get("best_guess")
-        rows = _guess_rows(guess.get("results") if isinstance(guess, dict) else None)
+        results = guess.get("results") if isinstance(guess, dict) else None
+        if isinstance(results, dict) and isinstance(results.get("boolean"), bool):
+            # an ASK gives yes or no, not "1 row" (relay players could not tell what it had said)
+            return f"{'yes' if results['boolean'] else 'no'}, but the strategy was not sure it answers the question"
+        rows = _guess_rows(results)
         if rows is not None:
             return f"{rows} row(s), but the strategy was not sure they answer the question" if rows else "no rows"
     if table is None or table.is_empty:
