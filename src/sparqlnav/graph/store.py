@@ -566,11 +566,16 @@ class OxigraphServer:
         """Whether the process of `generation` ended on the memory ceiling, and whether it ran no other query
         at the time (so the query that saw it go is the one that needed the memory)."""
         with self._lock:
-            if generation == self.generation and self._proc is not None and self._log is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self._proc.wait(timeout=wait_s)  # the connection drops a moment before the process is gone
-                if self._proc.poll() is not None and self._ran_out_of_memory():
-                    self._memory_deaths.add(generation)
+            proc = self._proc if generation == self.generation else None
+        if proc is not None:
+            # The connection drops a moment before the process is gone; waited for without the lock, so other
+            # threads' queries are not held up meanwhile.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=wait_s)
+        with self._lock:
+            if proc is not None and proc is self._proc and self._log is not None and proc.poll() is not None \
+                    and self._ran_out_of_memory():
+                self._memory_deaths.add(generation)
             return generation in self._memory_deaths, self._peak.get(generation, 0) <= 1
 
     def engine_pid(self) -> int | None:
