@@ -28,6 +28,7 @@ def builder(name: str) -> Callable[[Path], None]:
     if spec is None or spec.loader is None:
         raise SystemExit(f"no database module named {name!r} in {HERE}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     build: Callable[[Path], None] = module.build
     return build
