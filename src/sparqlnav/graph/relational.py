@@ -158,6 +158,16 @@ def _wal_without_log(path: Path) -> bool:
     return head[18:20] == b"\x02\x02" and not path.with_name(path.name + "-wal").exists()
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI that opens a SQLite file read-only (`mode=ro`): what the mapping and SQL runs (`sparqlnav.sql`) use."""
+    uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
+    if _wal_without_log(path):
+        # A read-only connection to a WAL database makes its -wal and -shm files (and leaves them); with no -wal
+        # file there is no log to read, so the file alone is the database and is opened as unchanging.
+        uri += "&immutable=1"
+    return uri
+
+
 class SqliteReader:
     """A SQLite file opened read-only (`mode=ro`, `query_only`), read in one transaction."""
 
@@ -165,12 +175,7 @@ class SqliteReader:
         self.path = path
         try:
             self.stamp = sqlite_fingerprint(path)  # before the snapshot: a later write at worst rebuilds once more
-            uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
-            if _wal_without_log(path):
-                # A read-only connection to a WAL database makes its -wal and -shm files (and leaves them); with no
-                # -wal file there is no log to read, so the file alone is the database and is opened as unchanging.
-                uri += "&immutable=1"
-            self.con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            self.con = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False)
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")  # text that is no UTF-8 still reads
             self.con.execute("PRAGMA query_only = ON")
             self.con.execute("BEGIN")
