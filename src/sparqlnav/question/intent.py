@@ -147,6 +147,10 @@ class Intent:
     aggregate: str | None = None  # AVG, SUM, MIN or MAX of a value ("what is the average speed …")
     aggregate_positions: frozenset[int] = frozenset()
     operations: tuple[Operation, ...] = ()
+    # "list the bands *and* their home cities": two things asked together, one column each
+    pair: tuple[frozenset[int], frozenset[int]] | None = None
+    # "what is the *city* of the *venue* with …": the value asked (X) of the things the rest picks out (Y)
+    head_of: tuple[frozenset[int], frozenset[int]] | None = None
 
 
 def analyse(tokens: Sequence[WordToken]) -> Intent:
@@ -214,7 +218,60 @@ def analyse(tokens: Sequence[WordToken]) -> Intent:
         aggregate,
         agg_positions,
         _operations(words, comparisons, superlative),
+        _pair(words),
+        _head_of(words),
     )
+
+
+# How a request for a list or a value begins ("list the …", "what are the …", "give me the …").
+_REQUESTS = (("list",), ("show",), ("show", "me"), ("give", "me"), ("name",), ("what", "are"), ("what", "were"),
+             ("what", "is"), ("what", "was"), ("which", "are"), ("which", "is"), ("whats",))
+_DETERMINERS = frozenset({"the", "a", "an", "all", "each", "every", "their", "its", "his", "her", "whose"})
+
+
+def _noun_run(words: Sequence[str], start: int, limit: int = 3) -> tuple[frozenset[int], int]:
+    """The positions of a run of at most `limit` content words from `start` (after determiners), and where it ends."""
+    i = start
+    while i < len(words) and words[i] in _DETERMINERS:
+        i += 1
+    run: list[int] = []
+    while i < len(words) and len(run) < limit and words[i].isalpha() and not is_stopword(words[i]):
+        run.append(i)
+        i += 1
+    return frozenset(run), i
+
+
+def _after_request(words: Sequence[str]) -> int | None:
+    """Where the thing asked for starts, after a request's opening words; None when the question opens otherwise."""
+    for opening in sorted(_REQUESTS, key=len, reverse=True):
+        if tuple(words[: len(opening)]) == opening:
+            return len(opening)
+    return None
+
+
+def _pair(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
+    """"list the bands and their home cities", "what are the names and capacities of the venues": two things asked
+    for side by side at the head of a request, joined by "and"."""
+    start = _after_request(words)
+    if start is None:
+        return None
+    first, end = _noun_run(words, start)
+    if not first or end >= len(words) or words[end] != "and":
+        return None
+    second, _ = _noun_run(words, end + 1)
+    return (first, second) if second else None
+
+
+def _head_of(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
+    """"what is the city of the venue with …": the value asked for (city) and the things it belongs to (venue)."""
+    start = _after_request(words)
+    if start is None:
+        return None
+    head, end = _noun_run(words, start)
+    if not head or end >= len(words) or words[end] != "of":
+        return None
+    owner, _ = _noun_run(words, end + 1)
+    return (head, owner) if owner else None
 
 
 def _operations(

@@ -33,6 +33,8 @@ LOOSE_FACTOR = 0.25  # per entity the question names by less than half of its na
 MISREAD_FACTOR = 0.1
 _NAMING = frozenset({"name", "label", "title", "id", "identifier", "code", "email", "pref label", "alt label"})
 _ASKED_AFTER = ("how many", "which", "what")
+_NAMING_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles", "id", "ids", "identifier",
+                           "identifiers", "code", "codes"})
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,51 @@ class Scorer:
                         continue
                     if any(w.startswith(part) and len(w) > len(part) for w in name):
                         out.append(f"named by another word: '{self.ctx.tokens[i].text}' for {p.text}")
+        return tuple(out) + self.misread_answer(c)
+
+    def misread_answer(self, c: Candidate) -> tuple[str, ...]:
+        """How the answer column is not what the question asks for: two things asked and one column given ("the bands
+        and their home cities"); the counted things given for a grouped count ("which year had the most concerts" → a
+        concert); the things given where a value of theirs was asked ("the city of the venue with …" → the venue);
+        a value given where a superlative asked for a thing ("the most expensive concert" → a price)."""
+        intent = self.ctx.intent
+        if c.form != "select" or c.result is None or c.show_count:
+            return ()
+        words = [t.text.lower() for t in self.ctx.tokens]
+        values = c.result.column("a")
+        iris = [v for v in values if v.kind == "uri"][:20]
+        out: list[str] = []
+
+        def said(positions: frozenset[int] | Sequence[int]) -> str:
+            return " ".join(self.ctx.tokens[i].text for i in sorted(positions))
+
+        def typed_as(positions: frozenset[int] | Sequence[int]) -> bool:
+            """Every typed answer has a type named by one of these words."""
+            known = [ws for ws in self.type_words(iris).values() if ws] if iris else []
+            return bool(known) and all(
+                any(word_similarity(words[i], w) >= 0.85 for i in positions for w in ws) for ws in known
+            )
+
+        if intent.pair is not None:
+            first, second = intent.pair
+            naming = next((s for s in (first, second) if {words[i] for i in s} <= _NAMING_WORDS), None)
+            # "the bands and their names": the bands' labels are their names, so one column of things is whole
+            if not (naming is not None and iris):
+                out.append(f"two things asked, one column given: {said(first)} and {said(second)}")
+        sup = intent.superlative
+        if sup is not None and sup.counting and not sup.common and intent.focus:
+            counted = frozenset({max(sup.positions)})
+            if typed_as(counted) and not typed_as(intent.focus):
+                out.append(f"the counted {said(counted)} given where a {said(intent.focus)} was asked")
+        if intent.head_of is not None:
+            head, owner = intent.head_of
+            if not {words[i] for i in head} <= _NAMING_WORDS and typed_as(owner) and not typed_as(head):
+                out.append(f"the {said(owner)} given where its {said(head)} was asked")
+        elif sup is not None and not sup.counting and values:
+            after = [i for i in range(max(sup.positions) + 1, len(words)) if not is_stopword(words[i])][:1]
+            named_class = after and any(p.kind == "class" and after[0] in p.positions for p in c.parts)
+            if named_class and (not iris or not typed_as(after)):
+                out.append(f"a value given where the {said(after)} was asked")
         return tuple(out)
 
     def asked_noun(self) -> frozenset[int]:
