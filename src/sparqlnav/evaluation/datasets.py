@@ -17,6 +17,9 @@ not the file name: JSON, then JSON Lines, then YAML are tried, and the parsed st
   "gold_sparql", "gold_answer_tuple", ...}`` whose gold rows become the gold results.
 * plain: a JSON list or JSON Lines of ``{"question", "sparql"}`` with optional ``id``, ``tags``,
   ``language`` and gold results under ``gold``, ``results`` or ``answer``.
+* SQL: the same records with a gold ``sql`` query (``{"id", "question", "sql", "sparql", "tags"}``: SQL for the
+  database itself, SPARQL for its direct-mapped graph, either may be missing), for a database KG. A yes/no's SQL is
+  ``SELECT EXISTS (...) AS answer`` and its SPARQL an ASK. Every record has ``sql``: the format is ``sql``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import yaml
 
 from sparqlnav.errors import SparqlnavError
 
-DatasetFormat = Literal["qald", "text2sparql", "spinach", "spinach-output", "plain"]
+DatasetFormat = Literal["qald", "text2sparql", "spinach", "spinach-output", "plain", "sql"]
 
 _ABSOLUTE_IRI = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://\S*|urn:\S+)$")
 _PROLOGUE = re.compile(
@@ -56,6 +59,7 @@ class Question:
     tags: tuple[str, ...] = ()
     language: str = "en"
     gold_values_only: bool = False
+    sql: str | None = None  # gold SQL over the database the graph is mapped from (SQL datasets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,8 @@ def detect_format(data: Any) -> DatasetFormat | None:
         keys = set().union(*(item.keys() for item in data))
         if {"question", "gold_sparql", "gold_answer_tuple"} <= keys:
             return "spinach-output"
+        if all("question" in item and isinstance(item.get("sql"), str) for item in data):
+            return "sql"
         # Free-text questions (the demo hybrid set) give their answers without a query.
         if all("question" in item and ("sparql" in item or "query" in item or "answer" in item) for item in data):
             return "spinach" if {"title", "url"} <= keys else "plain"
@@ -130,7 +136,7 @@ def detect_format(data: Any) -> DatasetFormat | None:
 
 _EXPECTED = (
     "expected QALD JSON, text2sparql YAML, SPINACH JSON, or a JSON/JSONL list of "
-    "{question, sparql} (or {question, answer}) objects"
+    "{question, sparql} (or {question, answer}, or {question, sql}) objects"
 )
 
 
@@ -332,6 +338,7 @@ def _from_records(data: Sequence[Mapping[str, Any]], language: str) -> list[Ques
             listed = {str(v).lower() if isinstance(v, bool) else str(v): 1 for v in ([answer] if isinstance(answer, bool) else answer)}
             gold, values_only = _value_set_to_results(listed, is_ask), True
         tags = item.get("tags") or ()
+        sql = item.get("sql")
         questions.append(
             Question(
                 id=str(item.get("id", index)),
@@ -343,6 +350,7 @@ def _from_records(data: Sequence[Mapping[str, Any]], language: str) -> list[Ques
                 else (str(tags),),
                 language=str(item.get("language", language)),
                 gold_values_only=values_only,
+                sql=sql if isinstance(sql, str) and sql.strip() else None,
             )
         )
     return questions

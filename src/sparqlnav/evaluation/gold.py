@@ -4,6 +4,10 @@ Executed gold answers are kept in a JSON Lines file (one `Gold` per line, the la
 re-runs score against exactly the same answers even if the KG or the engine changes underneath. A gold
 query that fails is frozen too, with the reason, except when the endpoint could not be reached at all
 (that says nothing about the query; the next run tries again).
+
+A SQL dataset's question (gold `sql`) over a database KG also gets its gold SQL run once, through the evaluation's
+`SqlRunner` (`sql_runs`), and frozen beside the SPARQL gold on the same line: an answer that carries SQL is scored
+against that result, one that carries SPARQL against the SPARQL gold.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Literal
 
 from sparqlnav.evaluation.datasets import Question
 from sparqlnav.evaluation.metrics import check_results
+from sparqlnav.evaluation.sql_runs import SqlRunner
 from sparqlnav.graph.endpoint import Endpoint, Outcome, QueryResult
 
 GoldSource = Literal["dataset", "executed", "failed"]
@@ -46,6 +51,10 @@ class Gold:
     note: str | None = None
     values_only: bool = False
     outcome: str | None = None  # of the gold query, when it was run
+    sql: str | None = None  # a SQL dataset's gold SQL, run against the database
+    sql_results: dict[str, Any] | None = None  # its result (SPARQL JSON form, see `sql_runs`)
+    sql_error: str | None = None  # why there is none
+    sql_note: str | None = None  # e.g. the result was cut at a cap
 
     @property
     def ok(self) -> bool:
@@ -68,6 +77,10 @@ class Gold:
             note=data.get("note"),
             values_only=bool(data.get("values_only", False)),
             outcome=data.get("outcome"),
+            sql=data.get("sql"),
+            sql_results=data.get("sql_results"),
+            sql_error=data.get("sql_error"),
+            sql_note=data.get("sql_note"),
         )
 
 
@@ -140,6 +153,16 @@ def _gold_from_result(question: Question, result: QueryResult, note: str | None)
     )
 
 
+def execute_sql_gold(gold: Gold, sql: str, runner: SqlRunner) -> Gold:
+    """`gold` with the result of the question's gold SQL (or why it has none)."""
+    run = runner(sql)
+    if run.results is None:
+        return replace(gold, sql=sql, sql_results=None, sql_error=f"gold SQL failed ({run.outcome}): {run.error}",
+                       sql_note=None)
+    note = "result cut at a cap; gold may be incomplete" if run.truncated else None
+    return replace(gold, sql=sql, sql_results=run.results, sql_error=None, sql_note=note)
+
+
 def _malformed(results: Mapping[str, Any] | None) -> str | None:
     """Why a dataset's gold answer is not SPARQL JSON results, or None when it is (or is absent)."""
     if results is None:
@@ -165,15 +188,18 @@ def freeze_gold(
     *,
     refresh: bool = False,
     progress: GoldProgress | None = None,
+    sql: SqlRunner | None = None,
 ) -> dict[str, Gold]:
     """Gold for every question: dataset answers, else frozen results, else run the gold query now and freeze it.
 
-    `path` None keeps executed answers in memory only. `refresh` re-runs every gold query.
+    `path` None keeps executed answers in memory only. `refresh` re-runs every gold query. With `sql` (the KG is a
+    database), a question's gold SQL is run and frozen too.
     """
     frozen = {} if refresh or path is None else load_frozen(path)
     golds: dict[str, Gold] = {}
     fresh: list[Gold] = []
     for question in questions:
+        ran = False  # a gold query (SPARQL or SQL) was run for this question: its line is frozen
         malformed = _malformed(question.gold_results)
         if question.gold_results is not None and malformed is None:
             gold = Gold(
@@ -190,6 +216,8 @@ def freeze_gold(
                 source="failed",
                 error=f"the dataset's gold answer is malformed ({malformed})"
                 if malformed
+                else "the dataset gives no gold SPARQL"
+                if question.sql
                 else "the dataset gives neither gold answers nor a gold query",
             )
         elif question.id in frozen and frozen[question.id].sparql == question.sparql:
@@ -199,12 +227,20 @@ def freeze_gold(
             if malformed:
                 why = f"the dataset's answer is malformed ({malformed}); its gold query was run instead"
                 gold = replace(gold, note=f"{why}; {gold.note}" if gold.note else why)
-            # An unreachable endpoint says nothing about the query: do not freeze that failure.
-            if gold.outcome != Outcome.UNREACHABLE.value:
-                fresh.append(gold)
-                if path is not None and len(fresh) >= 20:
-                    _append(path, fresh)
-                    fresh = []
+            ran = True
+        if question.sql and sql is not None:
+            before = frozen.get(question.id)
+            if before is not None and before.sql == question.sql and (before.sql_results or before.sql_error):
+                gold = replace(gold, sql=before.sql, sql_results=before.sql_results, sql_error=before.sql_error,
+                               sql_note=before.sql_note)
+            else:
+                gold, ran = execute_sql_gold(gold, question.sql, sql), True
+        # An unreachable endpoint says nothing about the query: do not freeze that failure.
+        if ran and gold.outcome != Outcome.UNREACHABLE.value:
+            fresh.append(gold)
+            if path is not None and len(fresh) >= 20:
+                _append(path, fresh)
+                fresh = []
         golds[question.id] = gold
         if progress is not None:
             progress(question, gold)

@@ -138,6 +138,7 @@ class Scores:
     set_fn: int
     predicted: bool
     judge: bool | None = None
+    ex: float | None = None  # execution accuracy (`evaluation.execution`), for SQL datasets' questions
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field."""
@@ -443,7 +444,8 @@ def aggregate(scores: Sequence[Scores]) -> dict[str, Any]:
     """Macro (mean per question) and micro (pooled counts) summaries of many questions' scores.
 
     Besides ``macro`` and ``micro`` the result carries the flat headline keys of the eval
-    summary: ``macro_f1`` / ``micro_f1`` (set-based), ``row_f1``, ``row_em`` (macro), ``superset``.
+    summary: ``macro_f1`` / ``micro_f1`` (set-based), ``row_f1``, ``row_em`` (macro), ``superset``, and ``ex``
+    (execution accuracy over the questions that have it, else None).
     """
     count = len(scores)
     macro: dict[str, float] = {}
@@ -452,6 +454,9 @@ def aggregate(scores: Sequence[Scores]) -> dict[str, Any]:
     judged = [s.judge for s in scores if s.judge is not None]
     if judged:
         macro["judge"] = sum(judged) / len(judged)
+    executed = [s.ex for s in scores if s.ex is not None]
+    if executed:
+        macro["ex"] = sum(executed) / len(executed)
     set_p, set_r, set_f = prf_from_counts(
         sum(s.set_tp for s in scores), sum(s.set_fp for s in scores), sum(s.set_fn for s in scores)
     )
@@ -474,6 +479,7 @@ def aggregate(scores: Sequence[Scores]) -> dict[str, Any]:
         "row_f1": macro["row_f1"],
         "row_em": macro["row_em"],
         "superset": macro["superset"],
+        "ex": macro.get("ex"),
     }
 
 

@@ -138,6 +138,7 @@ def _group(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "micro_f1": agg["micro_f1"],
         "row_f1": agg["row_f1"],
         "row_em": agg["row_em"],
+        **({"ex": agg["ex"]} if agg["ex"] is not None else {}),  # SQL datasets' questions only
     }
 
 
@@ -182,6 +183,7 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "row_f1": agg["row_f1"],
         "row_em": agg["row_em"],
         "superset": agg["superset"],
+        "ex": agg["ex"],  # execution accuracy, over the questions of SQL datasets (None when there are none)
         # Free-text answers against gold strings (SPAGHETTI's EM / Superset; the judge comes from `score --judge`).
         "answer": aggregate_text([TextScores(**r["text_metrics"]) for r in records if r.get("text_metrics")]),
         "macro": agg["macro"],
@@ -254,6 +256,10 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
         f"| row EM | {_num(s['row_em'])} |",
         f"| Superset | {_num(s['superset'])} |",
     ]
+    if s.get("ex") is not None:
+        by = Counter(str(r.get("scored_by")) for r in run.records if r.get("ex") is not None)
+        said = ", ".join(f"{n} against gold {kind.upper()}" for kind, n in sorted(by.items()))
+        lines.append(f"| execution accuracy ({said}) | {_num(s['ex'])} |")
     cost = _num(s["cpq"], 5) + ("" if s["cost_known"] else " (some LLM calls had no price)")
     lines += ["", "## Cost", "", "| per question | value |", "|---|---:|"]
     lines += [
@@ -273,9 +279,10 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
             share = count / counts["done"] if counts["done"] else 0.0
             lines.append(f"| {kind} | {count} | {share:.0%} | {FAILURE_HELP[kind]} |")
     if s["by_tag"]:
-        lines += ["", "## By tag", "", "| tag | n | F1 | macro F1 | row F1 | row EM |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "## By tag", "", "| tag | n | F1 | macro F1 | row F1 | row EM | EX |", "|---|---:|---:|---:|---:|---:|---:|"]
         for tag, g in sorted(s["by_tag"].items(), key=lambda kv: (-kv[1]["count"], kv[0])):
-            lines.append(f"| {tag} | {g['count']} | {_num(g['f1'])} | {_num(g['macro_f1'])} | {_num(g['row_f1'])} | {_num(g['row_em'])} |")
+            lines.append(f"| {tag} | {g['count']} | {_num(g['f1'])} | {_num(g['macro_f1'])} | {_num(g['row_f1'])} "
+                         f"| {_num(g['row_em'])} | {_num(g.get('ex'))} |")
     if plots or plot_note:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({name})" for name in plots]
@@ -284,7 +291,7 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
     lines += ["", "## Questions", "", "| id | F1 | outcome | queries | LLM calls | seconds | note |", "|---|---:|---|---:|---:|---:|---|"]
     for r in sorted(run.records, key=lambda rec: natural_key(str(rec["id"]))):
         u = r.get("usage") or {}
-        note = r.get("error") or r.get("gold_error") or ""
+        note = r.get("error") or r.get("gold_error") or r.get("ex_reason") or ""
         lines.append(
             f"| {_cell(r['id'], 40)} | {_num(r.get('f1'))} | {r.get('failure')} | {u.get('sparql_queries', 0)} "
             f"| {u.get('llm_calls', 0)} | {_num(u.get('seconds'), 2)} | {_cell(note)} |"
@@ -411,13 +418,14 @@ def compare_runs(paths: Sequence[Path], out_dir: Path | None = None, *, plots: b
     summaries = [summarize(r.records, r.info) for r in runs]
     pairs = list(zip(labels, summaries, strict=True))
     lines = [f"# Comparison of {len(runs)} runs", ""]
-    lines += ["| run | strategy | model | done | F1 | macro F1 | micro F1 | row F1 | row EM | TPQ s | QPQ | CPQ USD | LLM calls/q | tokens in/q | tokens out/q |"]
-    lines += ["|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["| run | strategy | model | done | F1 | macro F1 | micro F1 | row F1 | row EM | EX | TPQ s | QPQ | CPQ USD | LLM calls/q | tokens in/q | tokens out/q |"]
+    lines += ["|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, s in pairs:
         n = s["counts"]["done"]
         lines.append(
             f"| {label} | {s.get('strategy') or '-'} | {s.get('model') or '-'} | {n} | {_num(s['f1'])} "
             f"| {_num(s['macro_f1'])} | {_num(s['micro_f1'])} | {_num(s['row_f1'])} | {_num(s['row_em'])} "
+            f"| {_num(s.get('ex'))} "
             f"| {_num(s['tpq'], 2)} | {_num(s['qpq'], 2)} | {_num(s['cpq'], 5)} | {_num(s['lpq'], 2)} "
             f"| {_per(s['input_tokens'], n)} | {_per(s['output_tokens'], n)} |"
         )
@@ -485,6 +493,7 @@ def summary_table(summary: Mapping[str, Any], *, title: str = "Summary") -> Any:
         ("micro F1 (set)", _num(s["micro_f1"])),
         ("row F1", _num(s["row_f1"])),
         ("row EM", _num(s["row_em"])),
+        *([("execution accuracy", _num(s["ex"]))] if s.get("ex") is not None else []),
         *([("answer EM (text)", _num(s["answer"]["em"])), ("answer Superset (text)", _num(s["answer"]["superset"]))]
           if s.get("answer", {}).get("count") else []),
         ("TPQ (s)", _num(s["tpq"], 2)),

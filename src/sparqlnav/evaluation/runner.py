@@ -5,6 +5,12 @@ nothing finished and running the same command again resumes where the last run s
 Files in the run folder: `run.json` (what was run), `predictions.jsonl` (one record per question; when a
 question is redone its later line wins), `folds.json` (k-fold example splits, when used), and what
 `sparqlnav.evaluation.report` writes from those: `summary.json`, `report.md` and plots.
+
+A SQL dataset's question (gold `sql`) over a database KG is scored by what its answer carries: an answer with SQL
+(the SQL builder) has that SQL run once more through the run's `SqlRunner` and compared with the gold SQL's result;
+an answer with SPARQL (any strategy on the direct-mapped graph) with the gold SPARQL's, as for any dataset. Either
+way the record adds execution accuracy (`ex`, see `evaluation.execution`) beside row and set F1; `scored_by` says
+which gold was used, `ordered` whether the gold is a ranking whose row order counts.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import random
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +42,7 @@ from rich.progress import (
 from sparqlnav.answer import Strategy, run_question
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.evaluation.datasets import Dataset, Question, load_dataset
+from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE, execution_match, is_ranking
 from sparqlnav.evaluation.gold import Gold, freeze_gold, gold_file_for
 from sparqlnav.evaluation.metrics import (
     Scores,
@@ -47,6 +54,7 @@ from sparqlnav.evaluation.metrics import (
     score_text,
 )
 from sparqlnav.evaluation.report import FailureKind, write_report
+from sparqlnav.evaluation.sql_runs import SqlRun, SqlRunner
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.trace import Trace
 from sparqlnav.version import __version__
@@ -180,7 +188,7 @@ def classify(record: Mapping[str, Any]) -> FailureKind:
     f1 = float(record.get("f1") or 0.0)
     if f1 >= 1.0 - _EM_TOLERANCE:
         return "correct"
-    if not record.get("sparql"):
+    if not record.get("sparql") and not record.get("sql"):
         return "error" if record.get("status") == "error" else "no_query"
     outcome = record.get("outcome")
     if outcome == "timeout":
@@ -209,18 +217,34 @@ def make_record(
     *,
     error: str | None = None,
     fold: int | None = None,
+    sql_run: SqlRun | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> dict[str, Any]:
-    """The predictions.jsonl line of one question: answer, gold, metrics, failure kind, usage and trace."""
+    """The predictions.jsonl line of one question: answer, gold, metrics, failure kind, usage and trace.
+
+    `sql_run` is the answer's final SQL run again against the database (an SQL answer: scored against the gold
+    SQL's result); `tolerance` is the relative tolerance of execution accuracy's numbers."""
     answer = dict(answer or {})
     events = answer.get("trace") or trace.to_json()
     usage = answer.get("usage") or trace.usage.to_json()
     sparql = answer.get("sparql")
     results = answer.get("results")
+    sql = answer.get("sql") if isinstance(answer.get("sql"), str) and answer.get("sql") else None
+    gold_results, gold_error, gold_note, outcome = gold.results, gold.error, gold.note, final_outcome(sparql, events)
+    ordered = is_ranking(gold.sparql)
+    if sql is not None:
+        # An SQL answer is the SQL's result (run again, typed) against the gold SQL's; the answer's own rendering aside.
+        results = sql_run.results if sql_run is not None else None
+        outcome = sql_run.outcome if sql_run is not None else None
+        gold_results, gold_note, ordered = gold.sql_results, gold.sql_note, is_ranking(question.sql)
+        gold_error = gold.sql_error if question.sql else "the dataset gives no gold SQL to score an SQL answer"
+        if sql_run is not None and sql_run.error:
+            error = error or f"the answer's SQL failed ({sql_run.outcome}): {sql_run.error}"
     # Malformed results are kept for inspection but not scored (a strategy bug, or a broken gold file).
     bad_results = _problem(results, "results")
     if bad_results:
         error = error or f"the strategy returned malformed results ({bad_results})"
-    bad_gold = _problem(gold.results, "gold")
+    bad_gold = _problem(gold_results, "gold")
     record: dict[str, Any] = {
         "id": question.id,
         "question": question.question,
@@ -233,17 +257,25 @@ def make_record(
         "answer": answer.get("answer"),
         "status": answer.get("status", "error" if error else None),
         "error": error or answer.get("error"),
-        "gold": gold.results,
+        "gold": gold_results,
         "gold_source": gold.source,
         "gold_sparql": gold.sparql,
-        "gold_error": gold.error or bad_gold,
-        "gold_note": gold.note,
+        "gold_error": gold_error or bad_gold,
+        "gold_note": gold_note,
         "values_only": gold.values_only,
-        "outcome": final_outcome(sparql, events),
+        "outcome": outcome,
     }
+    if question.sql is not None or sql is not None:
+        record.update(sql=sql, gold_sql=question.sql, scored_by="sql" if sql is not None else "sparql",
+                      ordered=ordered)
     scores = None
-    if gold.results is not None and not bad_gold:
-        scores = score(gold.results, None if bad_results else results)
+    if gold_results is not None and not bad_gold:
+        scores = score(gold_results, None if bad_results else results)
+        if question.sql is not None:
+            match = execution_match(gold_results, None if bad_results else results, ordered=ordered,
+                                    tolerance=tolerance)
+            scores = replace(scores, ex=match.score)
+            record["ex_reason"] = match.reason
     record["metrics"] = scores.to_dict() if scores else None
     # A free-text answer against gold answer strings (the hybrid questions): EM and Superset of the text.
     # Gold IRIs are not text an answer could contain: only literal gold values are scored this way.
@@ -257,7 +289,7 @@ def make_record(
     record["text_metrics"] = score_text(parts, text if isinstance(text, str) else None,
                                         short=record["short_answer"]).to_dict() if textual else None
     record["f1"] = headline_f1(scores, gold.values_only) if scores else None
-    for name in ("row_f1", "row_em", "set_f1"):
+    for name in ("row_f1", "row_em", "set_f1", "ex"):
         record[name] = getattr(scores, name) if scores else None
     record["failure"] = classify(record)
     record["usage"] = usage
@@ -283,16 +315,21 @@ def answer_one(
     kg: KnowledgeGraph,
     *,
     fold: int | None = None,
+    sql: SqlRunner | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> dict[str, Any]:
-    """Ask one question and build its record; an exception in the strategy becomes the record's error."""
+    """Ask one question and build its record; an exception in the strategy becomes the record's error. An answer
+    carrying SQL has it run through `sql` (the database's runner) to be scored."""
     trace = Trace()
     try:
-        answer = run_question(strategy, question.question, kg, trace)
-        return make_record(question, gold, answer.to_json(), trace, fold=fold)
+        answer = run_question(strategy, question.question, kg, trace).to_json()
+        final_sql = answer.get("sql")
+        sql_run = sql(final_sql) if sql is not None and isinstance(final_sql, str) and final_sql else None
+        return make_record(question, gold, answer, trace, fold=fold, sql_run=sql_run, tolerance=tolerance)
     except Exception as exc:  # noqa: BLE001 - one failing question must not end the run; the record says why
         message = " ".join(str(exc).split()) or type(exc).__name__
         error = f"{type(exc).__name__}: {message}"[:2000]
-        return make_record(question, gold, None, trace, error=error, fold=fold)
+        return make_record(question, gold, None, trace, error=error, fold=fold, tolerance=tolerance)
 
 
 # --------------------------------------------------------------------------- the predictions file
@@ -465,6 +502,8 @@ def run_eval(
     run_info: Mapping[str, Any] | None = None,
     plots: bool = True,
     stop_after: int = STOP_AFTER_SAME_LLM_ERROR,
+    sql: SqlRunner | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation in `out_dir` and return its summary.
 
@@ -473,7 +512,8 @@ def run_eval(
     that failed with an error when `retry_errors` is set. Ctrl-C stops at once: every finished question
     is on disk and the summary is written before the KeyboardInterrupt goes on. When `stop_after`
     questions in a row (0: never) fail on the same LLM error, the run stops there: run.json and the
-    summary say why in `stopped`, and running the command again asks the rest.
+    summary say why in `stopped`, and running the command again asks the rest. `sql` runs answers' SQL against
+    the database (SQL datasets); `tolerance` is execution accuracy's relative tolerance for numbers.
     """
     if workers < 1:
         raise EvalError(f"--workers must be at least 1, not {workers}")
@@ -515,7 +555,8 @@ def run_eval(
             pool = list(strategies) if not callable(strategies) else [strategies() for _ in range(count)]
             if not pool:
                 raise EvalError("no strategy instance to run")
-            stopped = _run_pool(todo, golds, kg, pool[:count], splits, log, stats, listener, stop_after)
+            scoring = _Scoring(sql, tolerance)
+            stopped = _run_pool(todo, golds, kg, pool[:count], splits, log, stats, listener, stop_after, scoring)
             if stopped is not None:
                 _write_json(out_dir / RUN_INFO, {**info, "stopped": stopped})
     finally:
@@ -534,8 +575,10 @@ def _run_pool(
     stats: RunningStats,
     listener: EvalListener | None,
     stop_after: int = STOP_AFTER_SAME_LLM_ERROR,
+    scoring: _Scoring | None = None,
 ) -> str | None:
     """Ask the questions on the pool's threads, logging each record; why the run stopped early, if it did."""
+    scoring = scoring or _Scoring()
     tasks: queue.Queue[Question] = queue.Queue()
     for q in todo:
         tasks.put(q)
@@ -550,7 +593,8 @@ def _run_pool(
                 return
             fold = splits.fold_of(question.id) if splits and _in_splits(splits, question.id) else None
             try:
-                record = answer_one(strategy, question, golds[question.id], kg, fold=fold)
+                record = answer_one(strategy, question, golds[question.id], kg, fold=fold, sql=scoring.sql,
+                                    tolerance=scoring.tolerance)
             except Exception as exc:  # noqa: BLE001 - a worker must not die: its question would never finish
                 record = _crash_record(question, exc)
             finished.put(record)
@@ -606,6 +650,14 @@ def llm_failure(record: Mapping[str, Any]) -> tuple[str, str] | None:
     last = calls[-1]
     error = str(last.get("error") or last.get("outcome"))
     return f"{last.get('outcome')}|{last.get('status_code')}|{re.sub(r'[0-9.]+', '#', error)}", error
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """How the workers score what they are not told by the gold: answers' SQL and numbers' tolerance."""
+
+    sql: SqlRunner | None = None
+    tolerance: float = DEFAULT_TOLERANCE
 
 
 @dataclass
@@ -675,6 +727,7 @@ class EvalSpec:
     model: str | None = None
     stop_after: int = STOP_AFTER_SAME_LLM_ERROR  # questions in a row failing on one LLM error (0: never stop)
     machine: bool = False  # the strategies answer in the machine shape (label columns dropped)
+    tolerance: float = DEFAULT_TOLERANCE  # execution accuracy: relative tolerance of numbers
 
 
 def default_out_dir(dataset: Path, strategy: str) -> Path:
@@ -711,11 +764,14 @@ def evaluate(
     listener: EvalListener | None = None,
     gold_progress: Callable[[Question, Gold], None] | None = None,
     plots: bool = True,
+    sql: SqlRunner | None = None,
 ) -> dict[str, Any]:
-    """Freeze the gold answers and run (or resume) the evaluation; returns the summary."""
+    """Freeze the gold answers and run (or resume) the evaluation; returns the summary. `sql` runs SQL against
+    the database the KG was mapped from: SQL datasets' gold SQL and answers' SQL (None: no database)."""
     spec = work.spec
     gold_path = spec.gold_file or gold_file_for(spec.dataset, f"{kg.name}\0{kg.description}", home)
-    golds = freeze_gold(work.questions, kg.endpoint, gold_path, refresh=spec.refresh_gold, progress=gold_progress)
+    golds = freeze_gold(work.questions, kg.endpoint, gold_path, refresh=spec.refresh_gold, progress=gold_progress,
+                        sql=sql)
     info = {
         "dataset": str(spec.dataset),
         "dataset_name": work.dataset.name,
@@ -730,6 +786,7 @@ def evaluate(
         "folds": spec.folds,
         "gold_file": str(gold_path),
         "answer_shape": "machine" if spec.machine else "human",
+        "tolerance": spec.tolerance,
     }
     return run_eval(
         work.questions,
@@ -744,4 +801,6 @@ def evaluate(
         run_info=info,
         plots=plots,
         stop_after=spec.stop_after,
+        sql=sql,
+        tolerance=spec.tolerance,
     )

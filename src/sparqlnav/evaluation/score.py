@@ -1,10 +1,16 @@
-"""Score existing predictions: a JSONL file of ``{id, gold, predicted}`` lines → per-line and overall metrics."""
+"""Score existing predictions: a JSONL file of ``{id, gold, predicted}`` lines → per-line and overall metrics.
+
+Results are SPARQL 1.1 JSON results, or SQL results as ``{"columns": [...], "rows": [[...], ...]}`` (read as
+`sql_runs.sql_results` reads them, with the line's ``gold_sql`` / ``sql`` for a ``SELECT EXISTS`` yes/no). A line of
+a SQL dataset (it carries ``gold_sql``, as `eval` lines of such datasets do) or one holding SQL tables is also scored
+by execution accuracy (`execution`), its row order counting when the line says ``"ordered": true``.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE, execution_match
 from sparqlnav.evaluation.metrics import (
     AnswerJudge,
     Scores,
@@ -23,6 +30,7 @@ from sparqlnav.evaluation.metrics import (
     score,
     score_text,
 )
+from sparqlnav.evaluation.sql_runs import sql_results
 
 
 class ScoreFileError(SparqlnavError, ValueError):
@@ -48,18 +56,20 @@ class ScoreReport:
     answers: dict[str, Any] | None = None  # free-text answers: EM / Superset / judge (see `aggregate_text`)
 
 
-def score_file(path: str | Path, *, judge: AnswerJudge | None = None) -> ScoreReport:
-    """Score a JSONL predictions file (each line ``{id, gold, predicted}``, SPARQL 1.1 JSON results)."""
+def score_file(path: str | Path, *, judge: AnswerJudge | None = None,
+               tolerance: float = DEFAULT_TOLERANCE) -> ScoreReport:
+    """Score a JSONL predictions file (each line ``{id, gold, predicted}``, SPARQL 1.1 JSON results or SQL tables)."""
     path = Path(path)
     try:
         with path.open(encoding="utf-8") as handle:
-            return score_lines(handle, source=str(path), judge=judge)
+            return score_lines(handle, source=str(path), judge=judge, tolerance=tolerance)
     except (OSError, UnicodeDecodeError) as error:
         raise ScoreFileError(f"{path}: cannot read ({error})") from error
 
 
 def score_lines(
-    lines: Iterable[str], *, source: str = "<input>", judge: AnswerJudge | None = None
+    lines: Iterable[str], *, source: str = "<input>", judge: AnswerJudge | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> ScoreReport:
     """Score JSONL text lines; blank lines are skipped, a bad line raises `ScoreFileError`."""
     items: dict[str, ScoredItem] = {}
@@ -88,7 +98,9 @@ def score_lines(
         for key in ("gold", "predicted"):
             if key not in record:
                 raise ScoreFileError(f"{where}: missing '{key}'")
-        gold, predicted = record["gold"], record["predicted"]
+        tables = _is_table(record["gold"]) or _is_table(record["predicted"])
+        gold = _as_results(record["gold"], record.get("gold_sql"))
+        predicted = _as_results(record["predicted"], record.get("sql"))
         ident = record.get("id", str(number))
         if gold is None:  # e.g. an eval record whose gold query failed: nothing to score against
             skipped.append(str(ident))
@@ -102,6 +114,9 @@ def score_lines(
         if not isinstance(ident, str | int):
             raise ScoreFileError(f"{where}: 'id' must be a string or a number")
         scores = score(gold, predicted, question=question, judge=None if record.get("text_metrics") else judge)
+        if tables or record.get("gold_sql") is not None:
+            ordered = record.get("ordered") is True
+            scores = replace(scores, ex=execution_match(gold, predicted, ordered=ordered, tolerance=tolerance).score)
         text_scores: TextScores | None = None
         if record.get("text_metrics") is not None:
             # An eval line of a free-text answer: the judge reads the answer text, not the KG rows.
@@ -113,6 +128,19 @@ def score_lines(
     texts = [item.text for item in scored if item.text is not None]
     return ScoreReport(items=scored, overall=aggregate([item.scores for item in scored if item.scores is not None]),
                        skipped=skipped, answers=aggregate_text(texts) if texts else None)
+
+
+def _is_table(value: Any) -> bool:
+    """A SQL result written as ``{"columns": [...], "rows": [[...]]}``."""
+    return isinstance(value, dict) and isinstance(value.get("columns"), list) and isinstance(value.get("rows"), list)
+
+
+def _as_results(value: Any, sql: Any) -> Any:
+    """SPARQL JSON results as they are; a SQL table as `sql_results` reads it (a SELECT EXISTS's 0/1 a boolean)."""
+    if not _is_table(value):
+        return value
+    rows = [row if isinstance(row, list) else [row] for row in value["rows"]]
+    return sql_results([str(c) for c in value["columns"]], rows, sql if isinstance(sql, str) else None)
 
 
 def _free_text(record: dict[str, Any]) -> tuple[list[str], str | None] | None:
@@ -141,7 +169,8 @@ def render_report(report: ScoreReport, console: Console) -> None:
     """Print per-line and overall tables for people."""
     table = Table(title="Per question", title_justify="left")
     table.add_column("id", overflow="fold")
-    for header in ("row EM", "row F1", "set P", "set R", "set F1", "superset"):
+    executed = any(item.scores is not None and item.scores.ex is not None for item in report.items)
+    for header in ("row EM", "row F1", "set P", "set R", "set F1", "superset", *(("EX",) if executed else ())):
         table.add_column(header, justify="right")
     for item in report.items:
         s = item.scores
@@ -152,6 +181,7 @@ def render_report(report: ScoreReport, console: Console) -> None:
             _num(s.row_em), _num(s.row_f1),
             _num(s.set_precision), _num(s.set_recall), _num(s.set_f1),
             "yes" if s.superset else "no",
+            *((_num(s.ex),) if executed else ()),
         )  # fmt: skip
     console.print(table)
 
@@ -171,6 +201,7 @@ def render_report(report: ScoreReport, console: Console) -> None:
         "set_f1",
         "superset",
         "judge",
+        "ex",
     )
     for name in metrics:
         if name in macro or name in micro:

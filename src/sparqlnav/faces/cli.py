@@ -43,6 +43,7 @@ from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.trace import Event
 
 if TYPE_CHECKING:
+    from sparqlnav.evaluation.sql_runs import DatabaseSql
     from sparqlnav.retrieval.examples import Example
     from sparqlnav.sparql.check import Issue
 
@@ -328,6 +329,10 @@ MachineOpt = Annotated[
     bool,
     typer.Option("--machine", help="Answer shape for machines: drop columns that only label another projected entity."),
 ]
+ToleranceOpt = Annotated[
+    float | None,
+    typer.Option("--tolerance", min=0.0, help="Execution accuracy: relative tolerance of numbers (default 1e-6)."),
+]
 
 
 def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
@@ -579,10 +584,13 @@ def score(
         bool, typer.Option("--judge", help="Also ask the configured LLM whether each free-text answer matches the gold.")
     ] = False,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
+    tolerance: ToleranceOpt = None,
 ) -> None:
     """Score existing predictions: per-question and overall row EM/F1, set P/R/F1 (macro and micro), Superset;
-    free-text answers (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
+    execution accuracy for SQL datasets' lines and SQL tables ({columns, rows}); free-text answers
+    (`{id, question, gold: [...], answer}` lines, or hybrid eval lines): EM, Superset, judge."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="score") is OutputFormat.json
+    from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE
     from sparqlnav.evaluation.judge import LLMJudge
     from sparqlnav.evaluation.score import ScoreFileError, render_report, report_json, score_file
 
@@ -593,7 +601,7 @@ def score(
             raise CliError("--judge needs an LLM: set OPENAI_BASE_URL, OPENAI_API_KEY and SPARQLNAV_LLM_MODEL")
         judge_fn = LLMJudge(llm)
     try:
-        report = score_file(file, judge=judge_fn)
+        report = score_file(file, judge=judge_fn, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
     except ScoreFileError as error:
         err().print(f"error: {_one_line(error)}", markup=False, highlight=False)
         raise typer.Exit(1) from None
@@ -651,10 +659,13 @@ def eval_command(
     format: FormatOpt = None,
     machine: MachineOpt = False,
     json_output: JsonOpt = False,
+    tolerance: ToleranceOpt = None,
 ) -> None:
-    """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder."""
+    """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder.
+    A SQL dataset ({question, sql, sparql}) over a database KG is also scored by execution accuracy."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="eval") is OutputFormat.json
     from sparqlnav.evaluation.datasets import DatasetFormatError
+    from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table
     from sparqlnav.evaluation.runner import (
         EvalError,
@@ -701,13 +712,15 @@ def eval_command(
         model=llm.model if llm is not None and REGISTRY.get(probe.name, ("", True))[1] else None,
         stop_after=stop_after,
         machine=machine,
+        tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
     )
     console = err()
     try:
         work = plan(spec, build)  # the dataset and strategies are checked before the KG is opened
         with opened(kg, settings) as graph, RichProgress(console, description=spec.out.name) as progress:
             warn_if_not_the_datasets_graph(work.questions, graph, console)
-            summary = evaluate(work, graph, home=settings.paths.home, listener=progress, plots=not no_plots)
+            summary = evaluate(work, graph, home=settings.paths.home, listener=progress, plots=not no_plots,
+                               sql=database_sql(kg, settings))
     except KeyboardInterrupt:
         console.print(
             f"interrupted: finished questions are saved in {spec.out}; run the same command again to resume",
@@ -731,6 +744,18 @@ def eval_command(
             out().print(comparison, markup=False, highlight=False)
     if summary.get("stopped"):
         raise CliError(f"the run {summary['stopped']}")
+
+
+def database_sql(kg: str, settings: Settings) -> DatabaseSql | None:
+    """The SQL runner of an evaluation over a database KG (its gold SQL and answers' SQL), None for other KGs."""
+    from sparqlnav.evaluation.sql_runs import DatabaseSql
+    from sparqlnav.graph.relational import database_spec
+
+    database = database_spec(kg)
+    if database is None:
+        return None
+    limits = settings.limits
+    return DatabaseSql(database, timeout_s=limits.timeout_s, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
 
 def warn_if_not_the_datasets_graph(questions: Any, graph: KnowledgeGraph, console: Console) -> None:
