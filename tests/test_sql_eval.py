@@ -138,6 +138,10 @@ def test_eval_lexical_on_the_direct_mapped_graph_and_score_the_run(tmp_path: Pat
     assert report["overall"]["row_f1"] == pytest.approx(summary["row_f1"])
     table = run("score", str(out / "predictions.jsonl"), home=home)
     assert table.returncode == 0 and "EX" in table.stdout, table.stderr
+    # Another tolerance is another experiment: the run folder is not mixed.
+    other = run("eval", str(dataset), "--kg", f"sqlite://{db}", "--strategy", "lexical", "--out", str(out),
+                "--tolerance", "0.01", "--no-plots", home=home)
+    assert other.returncode == 1 and "tolerance=1e-06, not 0.01" in other.stderr, other.stderr
 
 
 def test_an_answer_in_sql_is_run_again_and_scored_against_the_gold_sql(tmp_path: Path) -> None:

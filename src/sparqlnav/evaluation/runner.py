@@ -63,7 +63,7 @@ PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"
 FOLDS = "folds.json"
 # A resumed run must be the same experiment; these keys of run.json must not change between runs.
-IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model", "answer_shape")
+IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model", "answer_shape", "tolerance")
 # A run stops when this many questions in a row end on the same LLM failure: a dead or hanging server
 # then costs one wait, not one per question.
 STOP_AFTER_SAME_LLM_ERROR = 3
