@@ -280,12 +280,15 @@ def show_term(
         label = labels.get(term.value) if labels else None
         return f"{short} ({label})" if label else short
     if term.kind == "literal":
+        # A value with outer spaces ("Lyon ") is quoted so they show: unquoted, a model copied "Lyon" and matched
+        # nothing.
+        value = json.dumps(term.value, ensure_ascii=False) if term.value != term.value.strip() else term.value
         if term.lang:
-            return f"{term.value} @{term.lang}"
+            return f"{value} @{term.lang}"
         if term.datatype and not term.datatype.startswith(XSD):
             dt = prefixes.compact(term.datatype) if prefixes else f"<{term.datatype}>"
-            return f"{term.value} ^^{dt}"
-        return term.value
+            return f"{value} ^^{dt}"
+        return value
     return f"_:{term.value}" if term.kind == "bnode" else term.value
 
 

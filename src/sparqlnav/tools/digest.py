@@ -38,8 +38,12 @@ if TYPE_CHECKING:
 
 CHARS_PER_TOKEN = 4
 ALWAYS = ("rdf", "rdfs", "xsd", "owl")  # prefixes every prompt keeps
-_NAME_LIKE = re.compile(r"(^|[^a-z])(name|title|label)s?$", re.I)
+# A property whose local name ends in name, title or label (`name`, `first_name`, `countryName`, and run together:
+# `countryname`, `fullname`, which relational columns often are).
+_NAME_LIKE = re.compile(r"(name|title|label)s?$", re.I)
+_NAME_WORD = re.compile(r"(?:^|[^a-zA-Z]|(?<=[a-z])(?=[A-Z]))(?:[Nn]ame|[Tt]itle|[Ll]abel|NAME|TITLE|LABEL)S?s?$")
 _PLAIN_LITERAL = re.compile(r"(\S+) → (xsd:\w+)")  # a property part with a bare datatype range
+_STEM_ENDS = "-_/:#.="  # where a stem shared by members' names may end (a token boundary)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class DigestOptions:
     profile_triples: int = 500_000  # local graphs up to this size are profiled when no index has a schema
     query_seconds: float = 10.0  # per profiling or sampling query
     few_values: int = 3  # a literal property with at most this many distinct values shows them
+    listed_values: int = 12  # a text property with at most this many values, which repeat, lists them all
     members: int = 30  # a class with at most this many instances lists them where its shape is shown
 
 
@@ -234,13 +239,15 @@ def main_classes(schema: Schema) -> list[str]:
 
 
 def name_properties(schema: Schema) -> tuple[str, ...]:
-    """Literal-valued properties whose names say they hold names (name, title, label), most used first."""
+    """Literal-valued properties whose names say they hold names (name, title, label; `countryname` too), most used
+    first, those where it is a word of its own (`name`, `first_name`) before those run together (`fullname`)."""
     found = [
         p
         for p in schema.predicate_names
         if _NAME_LIKE.search(re.split(r"[/#]", p)[-1])
         and any(pi.datatypes for c in schema.classes.values() if (pi := c.predicates.get(p)) is not None)
     ]
+    found.sort(key=lambda p: _NAME_WORD.search(re.split(r"[/#]", p)[-1]) is None)  # stable: use order kept
     return tuple(found[:3])
 
 
@@ -441,6 +448,8 @@ def _class_row(
         rng += _sparse(p, info.instances)
         if (c, p.iri) in probes.few:
             rng += f" ({probes.few[(c, p.iri)]})"
+        if (c, p.iri) in probes.mixed:
+            rng += f" ({probes.mixed[(c, p.iri)]})"
         if (c, p.iri) in probes.several:
             rng += f" (up to {probes.several[(c, p.iri)]} per instance)"
         if p.iri in probes.both_ways:
@@ -488,21 +497,33 @@ def _data_ranges(p: PredicateInfo) -> list[str]:
 
 
 def _members_line(members: Sequence[tuple[Term, str | None]], prefixes: PrefixMap) -> str:
-    """`# all 26 instances: prodi:prod-cat-X for X = Breaker, Capacitor, …`: a stem the names share is said once
-    (26 category IRIs cost ~600 characters written out, in a prompt whose budget is 3k tokens)."""
-    listed = [(prefixes.compact(t.value), label if label_adds(t.value, label) else None) for t, label in members]
-    names = [name for name, _ in listed]
-    stem = _common_start(names) if len(names) >= 4 else ""
-    stem = stem[: max(stem.rfind(sep) for sep in "-_/:#.") + 1]
+    """`# all 26 instances: prodi:prod-cat-X for X = Breaker, Capacitor, …`, in natural order (1, 2, 10): a stem the
+    names share is said once (26 category IRIs cost ~600 characters written out, in a prompt whose budget is 3k
+    tokens), but only when it ends at a token boundary; otherwise the names are written whole. A direct-mapped
+    table's `<…/person/person_id=1>` was cut mid-token, with a `>` after every value (`person_X for X = id=1>`)."""
+    listed = sorted(((prefixes.compact(t.value), label if label_adds(t.value, label) else None)
+                     for t, label in members), key=lambda pair: natural_key(pair[0]))
+    whole = [name.startswith("<") and name.endswith(">") for name, _ in listed]
+    bracketed = all(whole)
+    # The stem is found inside the brackets, so it and every value are clean parts of the IRI.
+    names = [name[1:-1] if bracketed else name for name, _ in listed]
+    stem = _common_start(names) if len(names) >= 4 and (bracketed or not any(whole)) else ""
+    stem = stem[: max(stem.rfind(sep) for sep in _STEM_ENDS) + 1]
     cut = len(stem) if len(stem) >= 6 and all(len(n) > len(stem) for n in names) else 0
     parts = []
-    for name, label in listed:
-        own = name[cut:]
+    for name, (_full, label) in zip(names, listed, strict=True):
+        own = name[cut:] if cut else (f"<{name}>" if bracketed else name)
         if label and label.startswith(own):  # CK25's services: "D215-3449390 - Manual Inspection"
             label = label[len(own):].lstrip(" -–:") or None
         parts.append(own + (f" ({label})" if label else ""))
     shown = ", ".join(parts)
-    return f"  # all {len(members)} instances: " + (f"{stem}X for X = {shown}" if cut else shown)
+    pattern = f"<{stem}X>" if bracketed else f"{stem}X"
+    return f"  # all {len(members)} instances: " + (f"{pattern} for X = {shown}" if cut else shown)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders the numbers inside names by value (person_id=2 before person_id=10)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def _common_start(names: Sequence[str]) -> str:
@@ -578,6 +599,8 @@ def annotated_shape(
             shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(show_term(v, prefixes), 40)
                               for v in values)
             line = _noted(line, f"e.g. {shown}")
+        if iri and (class_iri, iri) in probes.mixed:
+            line = _noted(line, probes.mixed[(class_iri, iri)])
         if iri and iri in spellings:
             line = _noted(line, spellings[iri])
         if p is not None and (sparse := _sparse(p, info.instances if info else None)):

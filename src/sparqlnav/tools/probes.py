@@ -7,16 +7,24 @@ digest, retrieve's shapes) say what they found.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import clip, show_term
+from sparqlnav.graph.results import Row, clip, show_term
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.sparql.prefixes import PrefixMap
 
 RDFS_SUBPROPERTY = "http://www.w3.org/2000/01/rdf-schema#subPropertyOf"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+TEXT_TYPES = (XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")
+NUMERIC_TYPES = ("integer", "decimal", "double", "float", "int", "long", "short", "byte", "nonNegativeInteger",
+                 "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong")
+LISTED_CHARS = 40  # a value longer than this is prose or a name, not a category: the values are not listed
+# A value that is a number, or a text that reads as one ("165", " -2.5e3").
+_NUMBER = r'(isNumeric(?o) || REGEX(STR(?o), "^\\s*[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?\\s*$"))'
 GROUP_ROWS = 500  # sub-property declarations read (an ontology's own hierarchy, not a whole upper ontology)
 
 
@@ -35,6 +43,10 @@ class ProbeBounds(Protocol):
     def few_values(self) -> int:
         """At most this many distinct values count as few."""
 
+    @property
+    def listed_values(self) -> int:
+        """A text property with at most this many distinct values, which repeat, lists them all."""
+
 
 @dataclass(frozen=True)
 class Probes:
@@ -44,6 +56,7 @@ class Probes:
     unknown: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → "IRI, e.g. …"
     both_ways: frozenset[str] = frozenset()  # properties whose every link is stored in both directions
     few: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → 'only "EUR"'
+    mixed: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (class, property) → 'not all numbers: …'
     several: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (class, link) → most values per instance
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # property → its declared sub-properties
 
@@ -53,11 +66,13 @@ def probe(
 ) -> Probes:
     """What the data says that a schema does not, for the main `classes` of a small graph (a few queries each)."""
     unknown = _unknown_ranges(kg, schema, classes, prefixes, options)
+    few, mixed = _few_values(kg, schema, classes, options)
     return Probes(
         untyped=frozenset(_untyped_subclasses(kg, schema, classes, options)),
         unknown=unknown,
         both_ways=frozenset(_both_ways(kg, schema, classes, options)),
-        few=_few_values(kg, schema, classes, options),
+        few=few,
+        mixed=mixed,
         several=_several_values(kg, schema, classes, unknown, options),
         groups=_property_groups(kg, options),
     )
@@ -129,26 +144,83 @@ def _unknown_ranges(
 
 def _few_values(
     kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], options: ProbeBounds
-) -> dict[tuple[str, str], str]:
-    """Literal properties with at most `few_values` distinct values over a class of many instances (CK25's
-    pv:currency is always "EUR"): relay models spent a query per "cheapest" question finding that out."""
+) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
+    """What one counting query per literal property says of its values: all of them when there are few (CK25's
+    pv:currency is always "EUR", and relay models spent a query per "cheapest" question finding that out; a text
+    column with up to `listed_values` values that repeat, quoted as stored, so a category is spelled right), and
+    whether they are not all numbers or not all of one type (a column of "165", "67" … and "null" broke a MIN)."""
     typing = kg.vocab.type_predicate
-    cap = options.few_values
-    found: dict[tuple[str, str], str] = {}
+    few: dict[tuple[str, str], str] = {}
+    mixed: dict[tuple[str, str], str] = {}
     for c in classes:
         info = schema.classes.get(c)
-        if info is None or (info.instances or 0) < 10:
-            continue  # a handful of instances has a handful of values anyway
+        if info is None:
+            continue
         for p in info.ranked_predicates()[: options.properties_per_class]:
             if p.iri in schema.type_predicates or not p.datatypes:
                 continue
-            query = f"SELECT DISTINCT ?o WHERE {{ ?s <{typing}> <{c}> ; <{p.iri}> ?o }} LIMIT {cap + 1}"
-            result = kg.endpoint.query(query, timeout_s=options.query_seconds)
-            if not (result.ok and result.table is not None) or not 0 < len(result.table.rows) <= cap:
+            where = f"?s <{typing}> <{c}> ; <{p.iri}> ?o FILTER(isLiteral(?o))"
+            query = (f"SELECT (COUNT(?o) AS ?all) (COUNT(DISTINCT ?o) AS ?distinct) "
+                     f"(SUM(IF({_NUMBER}, 1, 0)) AS ?numbers) WHERE {{ {where} }}")
+            stats = _first_row(kg, query, options)
+            every, distinct, numbers = (_int_or_none(stats.get(k, "")) or 0 for k in ("all", "distinct", "numbers"))
+            if not every:
                 continue
-            values = [f'"{clip(r["o"].value, 30)}"' for r in result.table.rows if "o" in r]
-            found[(c, p.iri)] = ("only " if len(values) == 1 else "values ") + ", ".join(values)
-    return found
+            # Text that mostly reads as numbers is a measure, not a category: its values are not listed.
+            text = all(d in TEXT_TYPES for d in p.datatypes) and numbers * 2 < every
+            listed = (distinct <= options.few_values and (info.instances or 0) >= 10) or (
+                text and distinct <= options.listed_values and distinct < every)
+            if listed and (values := _values(kg, where, distinct, options)) is not None:
+                few[(c, p.iri)] = ("only " if len(values) == 1 else "values ") + ", ".join(values)
+            if len(p.datatypes) > 1:  # the schema counted the datatypes
+                if (note := _types_note(kg, where, options)) is not None:
+                    mixed[(c, p.iri)] = note
+            elif 0 < numbers < every and numbers * 2 >= every:
+                others = _rows(kg, f"SELECT ?o (COUNT(?o) AS ?n) WHERE {{ {where} FILTER(!({_NUMBER})) }} "
+                                   "GROUP BY ?o ORDER BY DESC(?n) ?o LIMIT 3", options)
+                mixed[(c, p.iri)] = "not all numbers: also " + ", ".join(quoted(r["o"].value) for r in others if "o" in r)
+    return few, mixed
+
+
+def _values(kg: KnowledgeGraph, where: str, distinct: int, options: ProbeBounds) -> list[str] | None:
+    """The distinct values, quoted as stored (None when one is too long to list whole)."""
+    rows = _rows(kg, f"SELECT DISTINCT ?o WHERE {{ {where} }} ORDER BY ?o LIMIT {distinct}", options)
+    texts = [r["o"].value for r in rows if "o" in r]
+    if distinct <= options.few_values:  # a few values are always said, a long one clipped (as before)
+        return [f'"{clip(t, 30)}"' if len(t) > 30 else quoted(t) for t in texts]
+    return [quoted(t) for t in texts] if texts and max(map(len, texts)) <= LISTED_CHARS else None
+
+
+def _types_note(kg: KnowledgeGraph, where: str, options: ProbeBounds) -> str | None:
+    """`not all of one type: 158 xsd:integer, 2 xsd:string (e.g. "null")`: a SQLite column may hold both (None when
+    every type is a number's: integers beside decimals compare as numbers)."""
+    rows = _rows(kg, f"SELECT ?t (COUNT(?o) AS ?n) (SAMPLE(?o) AS ?e) WHERE {{ {where} BIND(DATATYPE(?o) AS ?t) }} "
+                     "GROUP BY ?t ORDER BY DESC(?n)", options)
+    rows = [r for r in rows if "t" in r and "n" in r and "e" in r]
+    if all(r["t"].value.removeprefix(XSD) in NUMERIC_TYPES for r in rows):
+        return None
+    parts = [f"{r['n'].value} {_xsd(r['t'].value)}" + (f" (e.g. {quoted(r['e'].value)})" if i else "")
+             for i, r in enumerate(rows)]
+    return "not all of one type: " + ", ".join(parts[:4])
+
+
+def _xsd(iri: str) -> str:
+    return "xsd:" + iri.removeprefix(XSD) if iri.startswith(XSD) else f"<{iri}>"
+
+
+def quoted(text: str) -> str:
+    """A value in double quotes, as stored (leading and trailing spaces show: `"Lyon "`)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _rows(kg: KnowledgeGraph, query: str, options: ProbeBounds) -> list[Row]:
+    result = kg.endpoint.query(query, timeout_s=options.query_seconds)
+    return result.table.rows if result.ok and result.table is not None else []
+
+
+def _first_row(kg: KnowledgeGraph, query: str, options: ProbeBounds) -> dict[str, str]:
+    rows = _rows(kg, query, options)
+    return {k: t.value for k, t in rows[0].items()} if rows else {}
 
 
 def _both_ways(kg: KnowledgeGraph, schema: Schema, classes: Iterable[str], options: ProbeBounds) -> set[str]:
