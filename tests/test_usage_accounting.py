@@ -27,7 +27,8 @@ from sparqlnav.llm.client import (
     trace_recorder,
 )
 from sparqlnav.question.linking import link
-from sparqlnav.retrieval.index import LocalIndex, kg_schema, shape_docs
+from sparqlnav.retrieval.examples import Example
+from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
 from sparqlnav.strategies import explore, retrieve
 from sparqlnav.trace import Trace
 
@@ -180,7 +181,9 @@ def test_concurrent_runs_on_shared_clients_each_record_their_own_requests(
 def demo_index(demo: KnowledgeGraph) -> Iterator[tuple[LocalIndex, Any]]:
     schema = kg_schema(demo)
     with LocalIndex(None, None) as index:
-        index.build(shape_docs(schema, labels=demo.names.labels_of(schema.class_names)))
+        # One example, so the decomposition runs (retrieve skips it when the index holds none).
+        any_count = Example("any", "How many statements are there?", "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+        index.build([*shape_docs(schema, labels=demo.names.labels_of(schema.class_names)), example_doc(any_count)])
         yield index, schema
 
 

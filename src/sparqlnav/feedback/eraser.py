@@ -41,8 +41,12 @@ DEFAULT_SINGULAR_ROWS = 7  # the cascade's default (CascadeSettings.singular_row
 # Namespaces of shared vocabularies: using their terms needs no prior observation.
 VOCABULARY_NAMESPACES = tuple(WELL_KNOWN.values())
 ABSENT_CHECKED = 12  # identifiers of one query checked for existence
+FILTERED_CHECKED = 3  # texts of one query whose closest stored values are looked up
 _AGGREGATE = re.compile(r"\b(COUNT|SUM|AVG|MIN|MAX|SAMPLE|GROUP_CONCAT)\s*\(", re.I)
 _NAME_VAR = re.compile(r"(label|name|title)s?$", re.I)
+# A cast to a number or date: `xsd:integer(`, `<http://www.w3.org/2001/XMLSchema#decimal>(`.
+_CAST = re.compile(r"(?:\bxsd:|<http://www\.w3\.org/2001/XMLSchema#)(?:integer|int|long|short|decimal|double|float"
+                   r"|dateTime|date|time|gYear|boolean|nonNegativeInteger|positiveInteger)>?\s*\(")
 
 
 # ---------------------------------------------------------------- catalogue
@@ -299,6 +303,9 @@ class StepContext:
     # Which of some identifiers the graph lacks (the strategy's toolkit asks the graph); asked only when a query
     # matched nothing, once per step.
     absent_of: Callable[[Sequence[str]], list[str]] | None = None
+    # The stored values of a property closest to a text (the toolkit's `closest_values`), asked only when a query
+    # that filters a property on a text matched nothing.
+    values_of: Callable[[str, str], list[str]] | None = None
     _absent: list[str] | None = field(default=None, repr=False)
 
     def absent_iris(self) -> list[str]:
@@ -548,6 +555,80 @@ def absent_iri(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     return {"iris": ", ".join(ctx.prefixes.compact(i) for i in missing[:8])}
 
 
+def filtered_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query matched nothing and compares a property's values with a text (`?x pv:city "Lyon"`, `FILTER(?c =
+    "New York")`, `CONTAINS(?c, …)`) that no stored value is spelled as: the property's closest stored values,
+    quoted as stored (a writer without tools guessed "Lyon" for "Lyon " and "New York" for "NewYork")."""
+    r = ctx.result
+    if ctx.query is None or r is None or ctx.values_of is None or not _matched_nothing(r):
+        return None
+    lines = []
+    for prop, text in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+        close = ctx.values_of(prop, text)
+        if close and text not in close:
+            shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in close)
+            lines.append(f'{ctx.prefixes.compact(prop)} compared with "{text}": the closest stored values are {shown}')
+    return {"values": "; ".join(lines)} if lines else None
+
+
+def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
+    """(property, text) pairs a query compares: a triple's literal object, and a text in a FILTER beside a variable
+    that a triple binds as a property's value (equality, CONTAINS, STRSTARTS, REGEX; regex anchors dropped)."""
+    toks = tokens(query)
+    declared = declared_prefixes(toks)
+
+    def iri(t: SparqlToken) -> str | None:
+        if t.kind == "iri":
+            return t.text[1:-1]
+        if t.kind == "pname":
+            prefix, _, local = t.text.rstrip(".").partition(":")
+            ns = declared.get(prefix) or prefixes.mapping.get(prefix)
+            return ns + local if ns else None
+        return None
+
+    found: dict[tuple[str, str], None] = {}
+    bound: dict[str, str] = {}  # variable → the property whose values it holds
+    for before, t in pairwise(toks):
+        prop = iri(before) if before.kind in ("iri", "pname") else None
+        if prop is None:
+            continue
+        if t.kind in ("string", "lstring"):
+            found[(prop, _unquote(t.text))] = None
+        elif t.kind == "var":
+            bound.setdefault(t.text[1:], prop)
+    for i, t in enumerate(toks):
+        if not (t.kind == "word" and t.text.upper() == "FILTER"):
+            continue
+        group = _group_after(toks, i + 1)
+        props = [bound[x.text[1:]] for x in group if x.kind == "var" and x.text[1:] in bound]
+        texts = [_unquote(x.text).strip("^$") for x in group if x.kind in ("string", "lstring")]
+        for text in texts:
+            if props and len(text.strip(".*")) >= 2:
+                found[(props[0], text.strip(".*"))] = None
+    return list(found)
+
+
+def _group_after(toks: Sequence[SparqlToken], i: int) -> Sequence[SparqlToken]:
+    """The tokens of the bracketed group that starts at or after `i` (a FILTER's condition)."""
+    while i < len(toks) and toks[i].text not in ("(", "{"):
+        i += 1
+    depth = 0
+    for j in range(i, len(toks)):
+        if toks[j].kind == "other" and toks[j].text in ("(", "{"):
+            depth += 1
+        elif toks[j].kind == "other" and toks[j].text in (")", "}"):
+            depth -= 1
+            if depth == 0:
+                return toks[i:j + 1]
+    return toks[i:]
+
+
+def _unquote(text: str) -> str:
+    """A string token's text without its quotes (escapes read as written)."""
+    quote = 3 if text[:3] in ('"""', "'''") else 1
+    return text[quote:-quote] if len(text) >= 2 * quote else text
+
+
 def _matched_nothing(r: QueryResult) -> bool:
     """No rows, a false ASK, or one row of zeros (COUNT or SUM over nothing)."""
     if _no_rows(r):
@@ -596,13 +677,71 @@ def _rows(ctx: StepContext) -> QueryResult | None:
     return r if r.table.rows else None
 
 
-def unbound_projection(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
-    """Rows came back, but some selected variable has no value in any of them."""
+def _never_bound(ctx: StepContext) -> list[str]:
+    """The selected variables no returned row binds."""
     r = _rows(ctx)
     if r is None or r.table is None:
-        return None
-    never = [v for v in r.table.vars if not any(v in row for row in r.table.rows)]
+        return []
+    return [v for v in r.table.vars if not any(v in row for row in r.table.rows)]
+
+
+def unbound_projection(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """Rows came back, but some selected variable has no value in any of them (and no failed cast explains it)."""
+    never = [v for v in _never_bound(ctx) if _cast_of(ctx.query or "", v) is None]
     return {"vars": ", ".join("?" + v for v in never)} if never else None
+
+
+def failed_cast(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """Rows came back, but a selected variable bound by a cast (or an aggregate or BIND over one) has no value in
+    any of them: the cast failed on a value that is not a number (`xsd:integer("null")` emptied a MIN), which a
+    relay model was told was a misspelt variable."""
+    found = [(v, cast) for v in _never_bound(ctx) if (cast := _cast_of(ctx.query or "", v)) is not None]
+    if not found:
+        return None
+    return {"vars": ", ".join("?" + v for v, _ in found), "cast": found[0][1]}
+
+
+def _cast_of(query: str, var: str, depth: int = 3) -> str | None:
+    """The cast (`xsd:integer(?h)`) the expression bound to `?var` (`… AS ?var`) applies, directly or through a
+    variable bound the same way (BIND(xsd:integer(?h) AS ?n) … MIN(?n) AS ?m); None when there is none."""
+    expression = _bound_expression(query, var)
+    if expression is None or depth == 0:
+        return None
+    cast = _CAST.search(expression)
+    if cast is not None:
+        return _clip(_balanced(expression, cast.start()), 80)
+    return next((c for inner in dict.fromkeys(re.findall(r"[?$](\w+)", expression))
+                 if inner != var and (c := _cast_of(query, inner, depth - 1)) is not None), None)
+
+
+def _bound_expression(query: str, var: str) -> str | None:
+    """The text of the expression in `( … AS ?var)` (a SELECT expression or a BIND)."""
+    found = re.search(rf"\bAS\s+[?$]{re.escape(var)}\b", query, re.I)
+    if found is None:
+        return None
+    depth, i = 0, found.start() - 1
+    while i >= 0:
+        if query[i] == ")":
+            depth += 1
+        elif query[i] == "(":
+            if depth == 0:
+                return query[i + 1 : found.start()]
+            depth -= 1
+        i -= 1
+    return None
+
+
+def _balanced(text: str, start: int) -> str:
+    """From `start` to the parenthesis that closes the first one opened after it."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return text[start:].strip()
 
 
 def filter_alone(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
@@ -799,8 +938,10 @@ STEP_DETECTORS: dict[str, Detector] = {
         unknown_entity,
         stop_answer_shape,
         absent_iri,
+        filtered_value,
         unseen_iri,
         unbound_projection,
+        failed_cast,
         filter_alone,
         labels_only,
         answer_shape,

@@ -297,6 +297,7 @@ class _Run:
             extra_calls=max(0, len(reply.tool_calls) - 1),
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
             absent_of=self.tools.absent,
+            values_of=self.tools.closest_values,
         )
         if ctx.finishing:
             ctx.question = self.question  # the chosen rows are meant as the answer: their shape is checked

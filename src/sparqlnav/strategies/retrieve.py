@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -25,7 +25,7 @@ from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
-from sparqlnav.graph.vocab import local_name
+from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.llm.client import (
     Budget,
     LLMClient,
@@ -38,7 +38,8 @@ from sparqlnav.llm.client import (
     ToolCall,
     trace_recorder,
 )
-from sparqlnav.question.named import named_things
+from sparqlnav.question.linking import is_stopword
+from sparqlnav.question.named import NamedThings, named_things
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
 from sparqlnav.retrieval.index import (
@@ -58,7 +59,7 @@ from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, annotated_shape, graph_notes, main_classes
-from sparqlnav.tools.lookup import absent
+from sparqlnav.tools.lookup import absent, closest_values
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
@@ -69,9 +70,11 @@ _BARE_QUERY = re.compile(r"(?is)((?:PREFIX\s+\S*\s*<[^>]*>\s*)*(?:SELECT|ASK|CON
 _UNSURE_LINE = re.compile(r"(?im)^[ \t*_]*UNSURE[ \t*_]*:[ \t]*(.*?)[ \t*_]*$")
 # Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
 ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
-                     "refused", "engine_error", "unbound_projection", "answer_shape", "absent_iri")
+                     "refused", "engine_error", "unbound_projection", "failed_cast", "answer_shape", "absent_iri",
+                     "filtered_value")
 # Guidelines that send even a query with rows (or a false ASK) back once: its answer cannot be trusted as it is.
-REDO_ANSWERED = ("answer_shape", "absent_iri")
+CLASSES_PER_WORD = 3  # a word naming properties of more classes than this (name, id) names none of them
+REDO_ANSWERED = ("answer_shape", "absent_iri", "failed_cast", "filtered_value")
 
 
 class Decomposition(BaseModel):
@@ -164,6 +167,14 @@ def _plain_name(name: str) -> str:
     """A class name for comparison: lower case, letters and digits only, no plural s (`Employees` = `employee`)."""
     plain = re.sub(r"[^0-9a-z]", "", name.lower())
     return plain[:-1] if plain.endswith("s") and len(plain) > 3 else plain
+
+
+def _names_words(name: str, words: Sequence[str]) -> bool:
+    """Whether a class name's words (`ProductCategory`: product, category) occur in a row among `words`."""
+    wanted = [_plain_name(w) for w in humanise(name).split()]
+    if not wanted or not all(wanted):
+        return False
+    return any(words[i:i + len(wanted)] == wanted for i in range(len(words) - len(wanted) + 1))
 
 
 def prefix_lines(texts: Sequence[str], prefixes: PrefixMap) -> str:
@@ -260,6 +271,7 @@ class _Run:
     opened: list[Endpoint] = field(default_factory=list)
     chosen: Attempt | None = None  # the attempt whose query is the answer's
     doubt: str | None = None  # why the explain step doubts the result, when it does
+    named: NamedThings | Literal[False] | None = False  # what the question names (False: not looked up yet)
 
     def __post_init__(self) -> None:
         self.client = LLMClient(self.strategy.llm)
@@ -285,7 +297,9 @@ class _Run:
             self.trace.emit("error", message=str(exc))
             return self.finish(None, None, "error", f"No retrieval index for {self.kg.name}: {exc}", error=str(exc))
         try:
-            parts = self.decompose(ctx)
+            # The decomposition only steers which examples are found: with none in the index, relay players saw it
+            # change nothing ("(no examples)" in every request), so the classes the question names stand in for it.
+            parts = self.decompose(ctx) if self._has_examples(ctx) else self.classes_named(ctx)
             examples, shapes, endpoints = self.retrieve(ctx, parts)
             attempt = self.generate(ctx, examples, shapes, endpoints)
             attempt = self.check_and_fix(ctx, attempt)
@@ -318,6 +332,37 @@ class _Run:
             text = f"The query returned {len(result.table)} row(s) (no explanation: {exc})."
         return self.finish(attempt.query, result.table, "answered", text)
 
+    def _has_examples(self, ctx: KGIndex) -> bool:
+        """Whether the index holds an example this question may see."""
+        exclude = self._excluded(ctx.index)
+        return any(d.id not in exclude for d in ctx.index.documents(kinds=["example"]))
+
+    def classes_named(self, ctx: KGIndex) -> Decomposition:
+        """Without an LLM call, the classes a decomposition would name, so their shapes are shown first: the graph's
+        main classes whose names are words of the question ("persons": db:person), the classes of the things and
+        stored texts it names ("Marketing": pv:Department), and those whose own properties a word names ("expert":
+        pv:Employee, by pv:areaOfExpertise) when at most `CLASSES_PER_WORD` classes have such a property."""
+        schema = ctx.schema
+        classes = main_classes(schema) if schema is not None else []
+        words = [_plain_name(w) for w in re.findall(r"[A-Za-z0-9]+", self.question)]
+        direct = [c for c in classes if _names_words(local_name(c), words)]
+        found = self._named_things()
+        things = [c for n in (found.names if found is not None else ()) for c in (
+            *(c for t in n.things for c in t.classes), *(u.subject_class for u in n.values))]
+        by_property: list[str] = []
+        for word in dict.fromkeys(w for w in words if len(w) >= 4 and not is_stopword(w)):
+            owners = [c for c in classes if schema is not None and any(
+                any(part.startswith(word) for part in (_plain_name(x) for x in humanise(local_name(p)).split()))
+                for p in schema.classes[c].predicates)]
+            # A subclass beside its superclass (pv:Manager beside pv:Employee, both with pv:email) is one kind.
+            owners = [c for c in owners if schema is None or not set(schema.superclasses.get(c, [])) & set(owners)]
+            by_property += owners if len(owners) <= CLASSES_PER_WORD else []
+        wanted = set(classes)
+        chosen = [c for c in dict.fromkeys([*direct, *things, *by_property]) if c in wanted]
+        found_names = [local_name(c) for c in chosen][: self.options.k_shapes]
+        self.trace.emit("info", message="no examples in the index: the question is not decomposed"
+                        + (f"; it names the classes {', '.join(found_names)}" if found_names else ""))
+        return Decomposition(classes=found_names)
     def decompose(self, ctx: KGIndex) -> Decomposition:
         # The graph's own class names, so the step names `Beast` where a relay model wrote "Creature" and got no
         # Beast shape.
@@ -465,16 +510,26 @@ class _Run:
     def _named_text(self, prefixes: PrefixMap) -> str:
         """What the question names, looked up in the graph (its queries traced), as a prompt block: a writer without
         lookup tools otherwise guesses identifiers from the pattern of a sample value."""
+        found = self._named_things()
+        lines = found.lines(prefixes) if found is not None else []
+        return Template(prompt_text("retrieve_named.md")).safe_substitute(names="\n".join(lines)) if lines else ""
+
+    def _named_things(self) -> NamedThings | None:
+        """What the question names, looked up once (a traced step); None when the name service failed."""
+        if self.named is not False:
+            return self.named
         self.trace.emit("action", tool="resolve_names", arguments={"question": self.question})
         try:
             found = named_things(self.kg, self.question,
                                  endpoint=TracedEndpoint(self.kg.endpoint, self.trace, purpose="lookup"))
         except NAME_SERVICE_ERRORS as exc:
             self.trace.emit("observation", text=f"names not looked up: {exc}", named=[])
-            return ""
-        lines = found.lines(prefixes)
+            self.named = None
+            return None
+        lines = found.lines(self.kg.prefixes)
         self.trace.emit("observation", text="\n".join(lines) or "(no names in the question)", named=found.to_json())
-        return Template(prompt_text("retrieve_named.md")).safe_substitute(names="\n".join(lines)) if lines else ""
+        self.named = found
+        return found
 
     def _graph_text(self, schema: Schema | None, prefixes: PrefixMap, shape_texts: Sequence[str]) -> str:
         """What the digest knows of the whole graph (no label property, property groups), as a prompt block."""
@@ -578,6 +633,10 @@ class _Run:
         details = render_guidelines(guidelines) or result.message
         if any(g.id == "absent_iri" for g in guidelines):
             outcome = "matched nothing, over identifiers the graph does not have"
+        elif any(g.id == "filtered_value" for g in guidelines):
+            outcome = "matched nothing: a text it compares with is not spelled as stored"
+        elif any(g.id == "failed_cast" for g in guidelines):
+            outcome = "returned no value: a cast in it failed"
         elif _answered(result):
             outcome = f"returned {len(result.table or ())} row(s) that do not fit the question"
         elif result.outcome in (Outcome.EMPTY, Outcome.OK):
@@ -610,7 +669,8 @@ class _Run:
         text = result.table.to_markdown(self.kg.prefixes) if result.table is not None else result.describe()
         ctx = StepContext(memory=memory, call=ToolCall(id="retrieve", name="execute_sparql", arguments={"query": query}),
                           query=query, observation=Observation(text, result, ok=result.ok), result=result,
-                          question=self.question, absent_of=functools.partial(absent, self.kg))
+                          question=self.question, absent_of=functools.partial(absent, self.kg),
+                          values_of=functools.partial(closest_values, self.kg))
         return [g for g in feedback.check(ctx, "after") if g.id in ENGINE_GUIDELINES]
 
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:

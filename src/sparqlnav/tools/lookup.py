@@ -3,6 +3,8 @@ show real examples of a property, and list the relations around an entity."""
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -22,6 +24,9 @@ EDGE_LIMIT = 2000
 CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: skipped when slow)
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 ABSENT_SECONDS = 5.0  # the one query asking which of a query's identifiers the graph lacks
+CLOSE_TRIPLES = 5_000_000  # graphs up to this size (local stores) have their values scanned for close spellings
+CLOSE_SAMPLE = 1000  # a property's stored values read to find those closest to a filtered one
+CLOSE_ENOUGH = 0.5  # how close a stored value must be to be shown (1: the same letters; 0.9: one holds the other)
 _WORD = re.compile(r"[^\W_]+")
 _IRI_OK = re.compile(r"^[^<>\"{}|^`\\\x00-\x20]+$")  # SPARQL IRIREF characters
 
@@ -384,6 +389,48 @@ def absent(kg: KnowledgeGraph, iris: Iterable[str], *, timeout_s: float = ABSENT
         return []
     found = {r["i"].value for r in result.table.rows if "i" in r}
     return [i for i in wanted if i in found]
+
+
+def closest_values(kg: KnowledgeGraph, prop: str, text: str, *, k: int = 5,
+                   timeout_s: float = ABSENT_SECONDS) -> list[str]:
+    """The stored literal values of `prop` closest to `text`, as stored (a trailing space kept): the same letters in
+    any case and spacing first ("NewYork" for "New York", "Lyon " for "Lyon"), then one holding the other, then the
+    most alike. Empty when nothing is close or the queries fail (a hint, never a verdict), and on a graph not known
+    to be small: a property's values are scanned, which on a large endpoint (Wikidata's labels) would time out."""
+    triples = kg.extra.get("triples")
+    if not _IRI_OK.match(prop) or not isinstance(triples, int) or triples > CLOSE_TRIPLES:
+        return []
+    want = _loose(text)
+    if not want:
+        return []
+    literal = json.dumps(want, ensure_ascii=False)
+    # The engine finds values holding the wanted letters among any number; a sample covers near misses.
+    queries = [f'SELECT DISTINCT ?v WHERE {{ ?s <{prop}> ?v FILTER(isLiteral(?v) && CONTAINS(LCASE(REPLACE(STR(?v), '
+               f'"[^A-Za-z0-9]", "")), {literal})) }} LIMIT 20',
+               f"SELECT DISTINCT ?v WHERE {{ ?s <{prop}> ?v FILTER(isLiteral(?v)) }} LIMIT {CLOSE_SAMPLE}"]
+    found: dict[str, None] = {}
+    for query in queries:
+        result = kg.endpoint.query(query, timeout_s=timeout_s)
+        if result.ok and result.table is not None:
+            found.update((r["v"].value, None) for r in result.table.rows if "v" in r)
+    ranked = sorted(((_closeness(want, _loose(v)), v) for v in found), key=lambda sv: (-sv[0], sv[1]))
+    return [v for score, v in ranked if score >= CLOSE_ENOUGH][:k]
+
+
+def _loose(text: str) -> str:
+    """Letters and digits only, in lower case ("New York " → "newyork")."""
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def _closeness(want: str, stored: str) -> float:
+    """1 for the same letters, 0.9 when one holds the other, else how alike they are (0–0.8)."""
+    if not stored:
+        return 0.0
+    if stored == want:
+        return 1.0
+    if want in stored or stored in want:
+        return 0.9
+    return 0.8 * difflib.SequenceMatcher(None, want, stored).ratio()
 
 
 def _label_part(iri: str, label: str | None) -> str:

@@ -23,6 +23,7 @@ from sparqlnav.tools.lookup import (
     PropertyExamples,
     SearchResult,
     absent,
+    closest_values,
     entity,
     property_examples,
     resolve,
@@ -167,6 +168,10 @@ class Toolkit:
     def absent(self, iris: Sequence[str]) -> list[str]:
         """Those of `iris` that occur nowhere in the graph (one traced query; none when it fails)."""
         return absent(self.kg, iris)
+
+    def closest_values(self, prop: str, text: str) -> list[str]:
+        """The stored values of `prop` closest to `text`, as stored (none when nothing is close)."""
+        return closest_values(self.kg, prop, text)
 
     def _index(self) -> KGIndex | Observation:
         """The KG's retrieval index, or a failed observation saying why there is none."""
