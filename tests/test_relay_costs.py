@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from scripted_llm import Reply, ScriptedLLM
+from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import Memory, StepContext
@@ -27,6 +27,7 @@ from sparqlnav.llm.client import LLMConfig
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
 from sparqlnav.settings import Settings
+from sparqlnav.strategies import explore
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.strategies.retrieve import Retrieve, create
 from sparqlnav.tools.digest import Digests, annotated_shape
@@ -207,6 +208,27 @@ def test_retrieve_repairs_a_triple_on_a_value_stored_without_its_space(
     repair = str(scripted_llm.requests[1]["messages"][-1]["content"])
     assert 'person:city compared with "New York": the closest stored values are "NewYork"' in repair
     assert answer.results is not None and len(answer.results) == 4
+
+
+def test_explore_is_told_the_stored_spelling_too(scripted_llm: ScriptedLLM, tables: KnowledgeGraph,
+                                                 settings: Settings) -> None:
+    # The same feedback, from the shared toolkit: explore's agent sees it in the next request.
+    guess = HEAD + 'SELECT ?p WHERE { ?p person:city "lyon" }'
+    fixed = HEAD + 'SELECT ?p WHERE { ?p person:city "Lyon " }'
+    config = LLMConfig(model="scripted-model", base_url=scripted_llm.base_url, api_key="k", timeout_s=10,
+                       max_retries=0)
+    scripted_llm.script([
+        Reply("I look for the city.", [Call("execute_sparql", {"query": guess})]),
+        Reply("Now with the stored spelling.", [Call("execute_sparql", {"query": fixed})]),
+        Reply("These are they.", [Call("stop", {})]),
+        Reply("Three persons live in Lyon."),
+    ])
+    with explore.create(config, digests=Digests(), settings=settings) as strategy:
+        answer = strategy.run("Who lives in Lyon?", tables, Trace())
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    seen = str(scripted_llm.requests[1]["messages"][-1]["content"])
+    assert 'person:city compared with "lyon": the closest stored values are "Lyon "' in seen
+    assert answer.status == "answered" and answer.results is not None and len(answer.results) == 3
 
 
 # ---------------------------------------------------------------- 5: explore's remarks
