@@ -324,7 +324,9 @@ def answer_one(
     try:
         answer = run_question(strategy, question.question, kg, trace).to_json()
         final_sql = answer.get("sql")
-        sql_run = sql(final_sql) if sql is not None and isinstance(final_sql, str) and final_sql else None
+        # Only SQL the strategy stands by: without results it declined to answer with it (as a SPARQL answer would).
+        stood_by = answer.get("results") is not None and isinstance(final_sql, str) and bool(final_sql)
+        sql_run = sql(str(final_sql)) if sql is not None and stood_by else None
         return make_record(question, gold, answer, trace, fold=fold, sql_run=sql_run, tolerance=tolerance)
     except Exception as exc:  # noqa: BLE001 - one failing question must not end the run; the record says why
         message = " ".join(str(exc).split()) or type(exc).__name__
