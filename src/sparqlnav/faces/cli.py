@@ -325,10 +325,6 @@ SourcesOpt = Annotated[
     str | None,
     typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
 ]
-OptionOpt = Annotated[
-    list[str] | None,
-    typer.Option("--option", "-o", help="A strategy option KEY=VALUE (repeatable), e.g. -o target=sql for build on a database."),
-]
 MachineOpt = Annotated[
     bool,
     typer.Option("--machine", help="Answer shape for machines: drop columns that only label another projected entity."),
@@ -339,48 +335,18 @@ ToleranceOpt = Annotated[
 ]
 
 
-def option_pairs(pairs: list[str] | None) -> dict[str, Any]:
-    """`-o KEY=VALUE` options as keyword arguments: true/false as booleans, numbers as numbers, else the text."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"-o {pair!r}: write KEY=VALUE, e.g. -o target=sql")
-        text = value.strip()
-        parsed: Any = {"true": True, "false": False}.get(text.lower(), text)
-        if isinstance(parsed, str):
-            with contextlib.suppress(ValueError):
-                parsed = float(text) if any(c in text for c in ".eE") else int(text)
-        out[key.strip().replace("-", "_")] = parsed
-    return out
-
-
-def strategy_knobs(strategy: str, sources: str | None, options: list[str] | None = None) -> dict[str, Any]:
-    """Options for `make_strategy` from the command line: `-o KEY=VALUE` for any strategy (the one way), and
-    `--sources` for the hybrid strategy."""
-    knobs = option_pairs(options)
+def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
+    """Options for `make_strategy` from the command line (`--sources` for the hybrid strategy)."""
     if sources is None:
-        return knobs
+        return {}
     if strategy != "hybrid":
         raise CliError("--sources is an option of the hybrid strategy (--strategy hybrid)")
     from sparqlnav.strategies.hybrid import parse_sources
 
     try:
-        return {**knobs, "sources": parse_sources(sources)}
+        return {"sources": parse_sources(sources)}
     except ValueError as exc:
         raise CliError(str(exc)) from None
-
-
-def made_strategy(strategy: str, llm: Any, settings: Settings, knobs: dict[str, Any]) -> Any:
-    """The strategy with its options; an option it does not take, or a bad value, is a one-line error."""
-    from sparqlnav.strategies import make_strategy
-
-    try:
-        return make_strategy(strategy, llm, settings=settings, **knobs)
-    except (TypeError, ValueError) as exc:
-        if not knobs:
-            raise
-        raise CliError(f"-o: {exc}") from None
 
 
 @app.command()
@@ -400,14 +366,13 @@ def ask(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer: no summary line.")] = False,
     sources: SourcesOpt = None,
     machine: MachineOpt = False,
-    option: OptionOpt = None,
 ) -> None:
-    """Answer a question: find entities, write and run SPARQL (or SQL: --strategy build -o target=sql on a
-    database), explain the result.
+    """Answer a question: find entities, write and run SPARQL, explain the result.
 
     Prints the answer and one summary line (-v: the steps, the query and its rows too). Exits 0 when the run
     ended, answered or not found, in every format (csv/turtle/ntriples then write no rows), and 1 on an error."""
     from sparqlnav.api import ask as ask_question
+    from sparqlnav.strategies import make_strategy
 
     fmt = chosen_format(format, json_output, verb="ask")
     for_programs = fmt is not OutputFormat.table  # output a program reads: no steps, no chatter
@@ -416,7 +381,7 @@ def ask(
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
-    chosen = made_strategy(strategy, llm, settings, strategy_knobs(strategy, sources, option))
+    chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
     if machine:
         from sparqlnav.strategies.machine import MachineShape
 
@@ -446,8 +411,6 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
 
     if result.results is not None and result.sparql is not None:
         write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
-    elif result.results is not None and result.sql is not None:  # a SELECT's rows
-        write_result(result.results, fmt, form="SELECT", prefixes=graph.prefixes.mapping)
     # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
 
@@ -455,13 +418,12 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
 def _show_answer(
     result: Answer, graph: KnowledgeGraph, console: Console, *, verbose: bool = True, summary: bool = True
 ) -> None:
-    """The answer on stdout (with `verbose`, the final SPARQL or SQL and its rows before it); what it cost on
-    `console`."""
+    """The answer on stdout (with `verbose`, the final SPARQL and its rows before it); what it cost on `console`."""
     screen = out()
     if verbose:
-        if result.query:
-            screen.rule(result.query_language, style="dim")
-            screen.print(result.query.strip(), markup=False, highlight=False)
+        if result.sparql:
+            screen.rule("SPARQL", style="dim")
+            screen.print(result.sparql.strip(), markup=False, highlight=False)
         if result.results is not None and not result.results.is_boolean and result.results.rows:
             screen.print(rich_table(result.results, graph))
         screen.rule("Answer", style="dim")
@@ -475,9 +437,8 @@ def _show_answer(
     if not summary:
         return
     u = result.trace.usage
-    queries = f"{u.sql_queries} SQL queries" if u.sql_queries and not u.sparql_queries else f"{u.sparql_queries} queries"
     console.print(
-        f"{result.strategy} · {result.status} · {queries} · {u.llm_calls} LLM calls "
+        f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
         f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s" + ("" if verbose else " · -v for the steps"),
         style="dim", markup=False, highlight=False,
     )
@@ -505,14 +466,14 @@ def chat(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
-    option: OptionOpt = None,
 ) -> None:
     """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit)."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.conversation import Conversation
+    from sparqlnav.strategies import make_strategy
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
-    chosen = made_strategy(strategy, settings.llm, settings, strategy_knobs(strategy, None, option))
+    chosen = make_strategy(strategy, settings.llm, settings=settings)
     console = err()
     interactive = sys.stdin.isatty()
     history = settings.paths.home / "chat_history"
@@ -699,7 +660,6 @@ def eval_command(
     machine: MachineOpt = False,
     json_output: JsonOpt = False,
     tolerance: ToleranceOpt = None,
-    option: OptionOpt = None,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder.
     A SQL dataset ({question, sql, sparql}) over a database KG is also scored by execution accuracy."""
@@ -720,9 +680,9 @@ def eval_command(
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
-    knobs = strategy_knobs(strategy, sources, option)
+    knobs = strategy_knobs(strategy, sources)
     try:
-        probe = made_strategy(strategy, llm, settings, knobs)
+        probe = make_strategy(strategy, llm, settings=settings, **knobs)
     except StrategyUnavailable as exc:
         raise CliError(str(exc)) from None
 
@@ -973,8 +933,7 @@ def serve_command(
     allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="A host name the server answers to without a token, besides loopback ones (repeatable).")] = None,
     trusted_proxy: Annotated[list[str] | None, typer.Option("--trusted-proxy", help="A proxy address or network whose X-Forwarded-For is believed (repeatable).")] = None,
     request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
-    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64; the whole server's with a shared state store).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="Server processes sharing the port (default 1; more need SPARQLNAV_STATE_URL=redis://…).")] = None,
+    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
     llm_timeout: LlmTimeoutOpt = None,
@@ -996,8 +955,6 @@ def serve_command(
         parse_pairs,
     )
     from sparqlnav.faces.logs import ReadableFormatter, readable
-    from sparqlnav.faces.state import open_state
-    from sparqlnav.faces.workers import check_workers, serve_workers
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
@@ -1034,22 +991,10 @@ def serve_command(
         raise CliError(f"--trusted-proxy: {exc}") from None
     host = config.host
     port = settings.serve.port if port is None else port
-    processes = settings.serve.workers if workers is None else workers
-    if processes < 1:
-        raise CliError(f"--workers {processes}: give 1 or more")
-    try:
-        check_workers(processes, settings)
-        open_state(settings).close()  # an unreachable Redis is said now, in one line, not by every worker
-    except SparqlnavError as exc:
-        raise CliError(str(exc)) from None
     check_can_listen(host, port)
     people = readable(log_format, sys.stderr.isatty())
-    level = log_level.upper() if log_level else settings.serve.log_level
-    configure_logging(level, formatter=ReadableFormatter() if people else None)
-    if processes > 1:
-        err().print(f"sparqlnav on http://{host}:{port}/ with {processes} workers  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
-        serve_workers(settings, config, port=port, workers=processes, log_level=level, readable=people)
-        return
+    configure_logging(log_level.upper() if log_level else settings.serve.log_level,
+                      formatter=ReadableFormatter() if people else None)
     app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")

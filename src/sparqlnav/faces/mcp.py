@@ -22,7 +22,7 @@ from pydantic import Field
 
 from sparqlnav.cancel import check as check_cancelled
 from sparqlnav.context import Turn
-from sparqlnav.conversation import ConversationError, Conversations, ConversationStore
+from sparqlnav.conversation import ConversationError, ConversationStore
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.limits import InputLimits, InputRefused, shown
 from sparqlnav.graph.kg import KnowledgeGraph
@@ -158,7 +158,7 @@ def create_mcp_server(
     default_strategy: str = "auto",
     log_level: str = "WARNING",
     runner: Runner | None = None,
-    conversations: Conversations | None = None,
+    conversations: ConversationStore | None = None,
     owner_of_request: Callable[[Any], str | None] | None = None,
     limits: InputLimits | None = None,
 ) -> tuple[MCPServer, McpTools]:
@@ -250,8 +250,8 @@ def create_mcp_server(
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]
-            if answer.query:  # SPARQL, or SQL from the build strategy's SQL target
-                parts.append(f"{answer.query_language}:\n" + answer.query.strip())
+            if answer.sparql:
+                parts.append("SPARQL:\n" + answer.sparql.strip())
             if answer.results is not None:
                 table = answer.results
                 parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))
