@@ -17,7 +17,8 @@ Status = Literal["answered", "not_found", "budget_exhausted", "error"]
 
 @dataclass
 class Answer:
-    """The outcome of asking one question: the final query, its results, a short answer text and the trace."""
+    """The outcome of asking one question: the final query (SPARQL, or SQL for the SQL builder: `sql`), its results,
+    a short answer text and the trace."""
 
     question: str
     strategy: str
@@ -29,6 +30,17 @@ class Answer:
     confidence: float | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sql: str | None = None  # the final SQL when the answer was built in SQL (then `sparql` is None)
+
+    @property
+    def query(self) -> str | None:
+        """The final query, whichever its language."""
+        return self.sql if self.sql is not None else self.sparql
+
+    @property
+    def query_language(self) -> str:
+        """"SQL" or "SPARQL": what `query` is written in."""
+        return "SQL" if self.sql is not None else "SPARQL"
 
     @property
     def usage(self) -> Usage:
@@ -42,6 +54,7 @@ class Answer:
             "question": self.question,
             "strategy": self.strategy,
             "sparql": self.sparql,
+            **({"sql": self.sql} if self.sql is not None else {}),
             "results": self.results.to_sparql_json() if self.results is not None else None,
             "answer": self.text,
             "status": self.status,

@@ -16,6 +16,7 @@ EventKind = Literal[
     "observation",
     "llm_call",
     "sparql",
+    "sql",  # one SQL statement run on a database (the build strategy's SQL target)
     "feedback",
     "rollback",
     "answer",
@@ -45,12 +46,13 @@ class Event:
 
 @dataclass
 class Usage:
-    """What a run cost: LLM calls and tokens, SPARQL queries, time, money."""
+    """What a run cost: LLM calls and tokens, SPARQL and SQL queries, time, money."""
 
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     sparql_queries: int = 0
+    sql_queries: int = 0
     seconds: float = 0.0
     cost_usd: float = 0.0
 
@@ -76,6 +78,8 @@ class Trace:
             self.events.append(event)
             if kind == "sparql":
                 self.usage.sparql_queries += 1
+            elif kind == "sql":
+                self.usage.sql_queries += 1
             elif kind == "llm_call" and data.get("served", True):
                 # Requests the LLM server answered; timeouts and cache hits are events but cost nothing.
                 self.usage.llm_calls += 1

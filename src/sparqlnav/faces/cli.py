@@ -325,6 +325,10 @@ SourcesOpt = Annotated[
     str | None,
     typer.Option("--sources", help="hybrid only: the sources to use, e.g. kg,text,tables,claims (the default: all)."),
 ]
+OptionOpt = Annotated[
+    list[str] | None,
+    typer.Option("--option", "-o", help="A strategy option KEY=VALUE (repeatable), e.g. -o target=sql for build on a database."),
+]
 MachineOpt = Annotated[
     bool,
     typer.Option("--machine", help="Answer shape for machines: drop columns that only label another projected entity."),
@@ -335,18 +339,48 @@ ToleranceOpt = Annotated[
 ]
 
 
-def strategy_knobs(strategy: str, sources: str | None) -> dict[str, Any]:
-    """Options for `make_strategy` from the command line (`--sources` for the hybrid strategy)."""
+def option_pairs(pairs: list[str] | None) -> dict[str, Any]:
+    """`-o KEY=VALUE` options as keyword arguments: true/false as booleans, numbers as numbers, else the text."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"-o {pair!r}: write KEY=VALUE, e.g. -o target=sql")
+        text = value.strip()
+        parsed: Any = {"true": True, "false": False}.get(text.lower(), text)
+        if isinstance(parsed, str):
+            with contextlib.suppress(ValueError):
+                parsed = float(text) if any(c in text for c in ".eE") else int(text)
+        out[key.strip().replace("-", "_")] = parsed
+    return out
+
+
+def strategy_knobs(strategy: str, sources: str | None, options: list[str] | None = None) -> dict[str, Any]:
+    """Options for `make_strategy` from the command line: `-o KEY=VALUE` for any strategy (the one way), and
+    `--sources` for the hybrid strategy."""
+    knobs = option_pairs(options)
     if sources is None:
-        return {}
+        return knobs
     if strategy != "hybrid":
         raise CliError("--sources is an option of the hybrid strategy (--strategy hybrid)")
     from sparqlnav.strategies.hybrid import parse_sources
 
     try:
-        return {"sources": parse_sources(sources)}
+        return {**knobs, "sources": parse_sources(sources)}
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+def made_strategy(strategy: str, llm: Any, settings: Settings, knobs: dict[str, Any]) -> Any:
+    """The strategy with its options; an option it does not take, or a bad value, is a one-line error."""
+    from sparqlnav.strategies import make_strategy
+
+    try:
+        return make_strategy(strategy, llm, settings=settings, **knobs)
+    except (TypeError, ValueError) as exc:
+        if not knobs:
+            raise
+        raise CliError(f"-o: {exc}") from None
 
 
 @app.command()
@@ -366,13 +400,14 @@ def ask(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answer: no summary line.")] = False,
     sources: SourcesOpt = None,
     machine: MachineOpt = False,
+    option: OptionOpt = None,
 ) -> None:
-    """Answer a question: find entities, write and run SPARQL, explain the result.
+    """Answer a question: find entities, write and run SPARQL (or SQL: --strategy build -o target=sql on a
+    database), explain the result.
 
     Prints the answer and one summary line (-v: the steps, the query and its rows too). Exits 0 when the run
     ended, answered or not found, in every format (csv/turtle/ntriples then write no rows), and 1 on an error."""
     from sparqlnav.api import ask as ask_question
-    from sparqlnav.strategies import make_strategy
 
     fmt = chosen_format(format, json_output, verb="ask")
     for_programs = fmt is not OutputFormat.table  # output a program reads: no steps, no chatter
@@ -381,7 +416,7 @@ def ask(
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
     # Made before the KG opens, so an unavailable strategy fails at once rather than after loading a graph.
-    chosen = make_strategy(strategy, llm, settings=settings, **strategy_knobs(strategy, sources))
+    chosen = made_strategy(strategy, llm, settings, strategy_knobs(strategy, sources, option))
     if machine:
         from sparqlnav.strategies.machine import MachineShape
 
@@ -411,6 +446,8 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
 
     if result.results is not None and result.sparql is not None:
         write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
+    elif result.results is not None and result.sql is not None:  # a SELECT's rows
+        write_result(result.results, fmt, form="SELECT", prefixes=graph.prefixes.mapping)
     # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
 
@@ -418,12 +455,13 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
 def _show_answer(
     result: Answer, graph: KnowledgeGraph, console: Console, *, verbose: bool = True, summary: bool = True
 ) -> None:
-    """The answer on stdout (with `verbose`, the final SPARQL and its rows before it); what it cost on `console`."""
+    """The answer on stdout (with `verbose`, the final SPARQL or SQL and its rows before it); what it cost on
+    `console`."""
     screen = out()
     if verbose:
-        if result.sparql:
-            screen.rule("SPARQL", style="dim")
-            screen.print(result.sparql.strip(), markup=False, highlight=False)
+        if result.query:
+            screen.rule(result.query_language, style="dim")
+            screen.print(result.query.strip(), markup=False, highlight=False)
         if result.results is not None and not result.results.is_boolean and result.results.rows:
             screen.print(rich_table(result.results, graph))
         screen.rule("Answer", style="dim")
@@ -437,8 +475,9 @@ def _show_answer(
     if not summary:
         return
     u = result.trace.usage
+    queries = f"{u.sql_queries} SQL queries" if u.sql_queries and not u.sparql_queries else f"{u.sparql_queries} queries"
     console.print(
-        f"{result.strategy} · {result.status} · {u.sparql_queries} queries · {u.llm_calls} LLM calls "
+        f"{result.strategy} · {result.status} · {queries} · {u.llm_calls} LLM calls "
         f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s" + ("" if verbose else " · -v for the steps"),
         style="dim", markup=False, highlight=False,
     )
@@ -466,14 +505,14 @@ def chat(
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    option: OptionOpt = None,
 ) -> None:
     """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit)."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.conversation import Conversation
-    from sparqlnav.strategies import make_strategy
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
-    chosen = make_strategy(strategy, settings.llm, settings=settings)
+    chosen = made_strategy(strategy, settings.llm, settings, strategy_knobs(strategy, None, option))
     console = err()
     interactive = sys.stdin.isatty()
     history = settings.paths.home / "chat_history"
@@ -660,6 +699,7 @@ def eval_command(
     machine: MachineOpt = False,
     json_output: JsonOpt = False,
     tolerance: ToleranceOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder.
     A SQL dataset ({question, sql, sparql}) over a database KG is also scored by execution accuracy."""
@@ -680,9 +720,9 @@ def eval_command(
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     llm = settings.llm
-    knobs = strategy_knobs(strategy, sources)
+    knobs = strategy_knobs(strategy, sources, option)
     try:
-        probe = make_strategy(strategy, llm, settings=settings, **knobs)
+        probe = made_strategy(strategy, llm, settings, knobs)
     except StrategyUnavailable as exc:
         raise CliError(str(exc)) from None
 

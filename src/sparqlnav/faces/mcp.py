@@ -250,8 +250,8 @@ def create_mcp_server(
             if answer.status == "error":
                 raise ToolError(answer.error or answer.text or "the strategy failed")
             parts = [answer.text]
-            if answer.sparql:
-                parts.append("SPARQL:\n" + answer.sparql.strip())
+            if answer.query:  # SPARQL, or SQL from the build strategy's SQL target
+                parts.append(f"{answer.query_language}:\n" + answer.query.strip())
             if answer.results is not None:
                 table = answer.results
                 parts.append(table.to_markdown(graph.prefixes, shown_labels(table, graph.names)))

@@ -1,5 +1,6 @@
 """The feedback checker: every guideline of the one catalogue with exactly one detector — the general ones
-(feedback/eraser.py) and the query builder's (feedback/builder.py) — run over each step of a run."""
+(feedback/eraser.py), the query builder's (feedback/builder.py) and the SQL builder's (feedback/sql.py) — run
+over each step of a run."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from sparqlnav.feedback.eraser import (
     StepContext,
     load_catalogue,
 )
+from sparqlnav.feedback.sql import SQL_DETECTORS
 
-DETECTORS: dict[str, Detector] = {**STEP_DETECTORS, **BUILD_DETECTORS}
+DETECTORS: dict[str, Detector] = {**STEP_DETECTORS, **BUILD_DETECTORS, **SQL_DETECTORS}
 
 
 class Feedback:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from sparqlnav.feedback.view import BuildView
+from sparqlnav.feedback.view import BuildView, SqlView
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm.client import ToolCall, ToolSpec
@@ -299,6 +299,7 @@ class StepContext:
     observation: Observation | None = None  # None before the action runs
     result: QueryResult | None = None
     build: BuildView | None = None  # the query builder's state (the build strategy only)
+    sql: SqlView | None = None  # the SQL builder's state (the build strategy's SQL target only)
     question: str | None = None  # set when the step's result is meant as the answer (its shape is checked)
     # Which of some identifiers the graph lacks (the strategy's toolkit asks the graph); asked only when a query
     # matched nothing, once per step.
@@ -464,7 +465,8 @@ def several_actions(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 def repeated_action(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The same tool with the same arguments was already used in this run."""
     # A builder step edits a draft, so the same call after other edits is a different step.
-    if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None or ctx.build is not None:
+    if ctx.call is None or ctx.finishing or ctx.call.parse_error is not None or ctx.build is not None \
+            or ctx.sql is not None:
         return None
     first = ctx.memory.find(Record(ctx.call.name, dict(ctx.call.arguments)).key)
     if first is None:
@@ -900,7 +902,8 @@ def engine_error(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 def lookup_failed(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """A non-SPARQL tool reported failure."""
     obs = ctx.observation
-    if obs is None or obs.ok or ctx.result is not None or ctx.call is None or ctx.build is not None:
+    if obs is None or obs.ok or ctx.result is not None or ctx.call is None or ctx.build is not None \
+            or ctx.sql is not None:
         return None  # builder steps have their own guidelines
     seen = sorted(ctx.memory.seen)  # an identifier the model was shown makes the best example
     example = ctx.prefixes.compact(seen[0]) if seen else "prefix:name"

@@ -17,7 +17,7 @@ from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex, Names
 from sparqlnav.graph.profile import load_or_probe
 from sparqlnav.graph.progress import Built, ProgressStep, Reporter, folder_size
-from sparqlnav.graph.relational import Database, database_spec, materialise
+from sparqlnav.graph.relational import RELATIONAL, Database, database_spec, materialise
 from sparqlnav.graph.search import EndpointNames
 from sparqlnav.graph.store import LocalGraph, StoreInfo, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
@@ -120,10 +120,12 @@ def open_database(database: Database, settings: Settings, *, reporter: Reporter 
     started = time.monotonic()
     built = materialise(database, settings.paths.stores_dir, reporter)
     name = database.path.name if database.kind == "sqlite" else database.shown
-    return _serve_store(
+    kg = _serve_store(
         built.info, settings, name=name, what=f"store of {name}", started=started, reporter=reporter,
         prefixes=built.prefixes, description=built.description,
     )
+    kg.extra[RELATIONAL] = built  # the database and its tables, for what works in SQL (the build strategy's target)
+    return kg
 
 
 def _serve_store(

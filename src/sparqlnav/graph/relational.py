@@ -37,7 +37,7 @@ from sparqlnav.graph.direct_mapping import (
     iri_safe,
     table_label,
 )
-from sparqlnav.graph.kg import KGError
+from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.progress import ProgressStep, Reporter
 from sparqlnav.graph.store import STORE_FORMAT_VERSION, StoreInfo, StoreSource, ensure_built
 from sparqlnav.sparql.prefixes import WELL_KNOWN, WIKIDATA
@@ -370,6 +370,15 @@ class Materialised:
         what = f"the SQLite database {self.database.path}" if self.database.kind == "sqlite" else (
             f"the PostgreSQL database {self.database.shown}")
         return f"{self.info.triples} triples from {what} ({len(self.tables)} tables, W3C Direct Mapping)"
+
+
+RELATIONAL = "relational"  # the key of a database graph's `Materialised` in KnowledgeGraph.extra
+
+
+def relational_of(kg: KnowledgeGraph) -> Materialised | None:
+    """The database a graph was opened from (its spec and tables), None for any other graph."""
+    found = kg.extra.get(RELATIONAL)
+    return found if isinstance(found, Materialised) else None
 
 
 @contextlib.contextmanager

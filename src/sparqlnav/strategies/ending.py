@@ -39,7 +39,7 @@ def plain_answer(table: ResultTable, kg: KnowledgeGraph, question: str = "") -> 
 
 def write_answer(
     chat: Chat, kg: KnowledgeGraph, context: RunContext, question: str, sparql: str, table: ResultTable,
-    note: str | None = None,
+    note: str | None = None, language: str = "SPARQL",
 ) -> str:
     """The answer in words, written by the LLM from the question (after its context), the query, its rows and the
     query's author's last note (a reading it chose, a doubt it found while exploring)."""
@@ -47,7 +47,7 @@ def write_answer(
     result = table.to_markdown(kg.prefixes, labels, head=ANSWER_ROWS, tail=ANSWER_ROWS)
     said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
     # A cascade's handover was for writing the query; the words come from this query's rows alone.
-    user = f"{context.without_handover().with_question(question)}\n\nSPARQL:\n{sparql}\n\nResult:\n{result}{said}"
+    user = f"{context.without_handover().with_question(question)}\n\n{language}:\n{sparql}\n\nResult:\n{result}{said}"
     messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
     return chat(messages, "answer").text.strip()
 
@@ -61,10 +61,11 @@ def worded(
     sparql: str,
     table: ResultTable,
     note: str | None = None,
+    language: str = "SPARQL",
 ) -> tuple[str, str | None]:
     """The answer's words and, when the LLM failed while writing them, the error (said in the trace)."""
     try:
-        return write_answer(chat, kg, context, question, sparql, table, note), None
+        return write_answer(chat, kg, context, question, sparql, table, note, language), None
     except BudgetExceeded:  # no LLM time left to phrase it: show the result itself
         return plain_answer(table, kg, question), None
     except LLMError as exc:
@@ -83,9 +84,10 @@ def conclude(
     status: Status,
     error: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    sql: str | None = None,
 ) -> Answer:
-    """Record the `answer` event and return the Answer."""
-    trace.emit("answer", text=text, status=status, sparql=sparql)
+    """Record the `answer` event and return the Answer (`sql`: the final query when it is SQL)."""
+    trace.emit("answer", text=text, status=status, sparql=sparql, **({"sql": sql} if sql is not None else {}))
     return Answer(
         question=question,
         strategy=strategy,
@@ -96,6 +98,7 @@ def conclude(
         status=status,
         error=error,
         extra=dict(extra or {}),
+        sql=sql,
     )
 
 
@@ -121,17 +124,20 @@ def finish(
     reason: str | None = None,
     extra: Mapping[str, Any] | None = None,
     note: str | None = None,
+    sql: str | None = None,
 ) -> Answer:
-    """End an agent's run on its best query: the answer written from it (unless `text` is given) with the agent's
-    `note` for the writer, marked as not confirmed when a budget ended the run (`reason`), recorded and returned."""
-    if text is None and sparql is not None and table is not None:
-        text, failed = worded(chat, kg, trace, context, question, sparql, table, note)
+    """End an agent's run on its best query (SPARQL, or `sql`): the answer written from it (unless `text` is given)
+    with the agent's `note` for the writer, marked as not confirmed when a budget ended the run (`reason`),
+    recorded and returned."""
+    query, language = (sql, "SQL") if sql is not None else (sparql, "SPARQL")
+    if text is None and query is not None and table is not None:
+        text, failed = worded(chat, kg, trace, context, question, query, table, note, language)
         if failed is not None:
             status, error = "error", failed
-    if status == "budget_exhausted" and sparql is not None:
+    if status == "budget_exhausted" and query is not None:
         text = f"Best answer so far ({reason}; not confirmed by the agent): {text}"
     extra = {**(extra or {}), **({"stopped": reason} if reason else {})}
     return conclude(
         trace, question=question, strategy=strategy, sparql=sparql, results=table, text=text or "", status=status,
-        error=error, extra=extra,
+        error=error, extra=extra, sql=sql,
     )

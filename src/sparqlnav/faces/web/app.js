@@ -354,7 +354,7 @@
   // -- the chat -----------------------------------------------------------------------------------
 
   const EVENT_TITLES = {
-    thought: "thought", action: "action", observation: "observation", sparql: "query", feedback: "feedback",
+    thought: "thought", action: "action", observation: "observation", sparql: "query", sql: "SQL", feedback: "feedback",
     rollback: "rollback", llm_call: "LLM", info: "note", error: "error",
   };
 
@@ -392,6 +392,18 @@
       const code = el("pre", "sparql-code");
       SparqlHighlight.highlightInto(code, String(d.query || ""));
       details.appendChild(code);
+      body.appendChild(details);
+    } else if (ev.kind === "sql") {
+      // A SQL statement the build strategy ran on the database (its SQL target): outcome, rows, time, the text.
+      const head = el("div", "sparql-head");
+      head.appendChild(el("span", "outcome outcome-" + (d.ok ? "ok" : "error"), d.ok ? "ok" : "error"));
+      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + " rows"));
+      if (d.ms !== undefined) head.appendChild(el("span", "muted", " · " + d.ms + " ms"));
+      if (d.error) head.appendChild(el("span", "muted", " · " + clip(d.error, 200)));
+      body.appendChild(head);
+      const details = el("details", "q");
+      details.appendChild(el("summary", null, clip(String(d.query || "").replace(/\s+/g, " "), 140)));
+      details.appendChild(el("pre", "sparql-code", String(d.query || "")));
       body.appendChild(details);
     } else if (ev.kind === "llm_call") {
       body.textContent = (d.input_tokens || 0) + " in / " + (d.output_tokens || 0) + " out tokens" +
@@ -515,13 +527,27 @@
       row.append(copy, run, reset, statusLine);
       block.appendChild(row);
       box.appendChild(block);
+    } else if (answer.sql) {
+      // The SQL builder's final statement: shown and copied; it runs on the database, not the graph's editor.
+      const block = el("div", "sparql-block");
+      block.appendChild(el("div", "block-title", "SQL"));
+      block.appendChild(el("pre", "sparql-code sql-code", answer.sql));
+      const row = el("div", "row");
+      const copy = el("button", "copy", "Copy");
+      copy.type = "button";
+      copy.title = "Copy the SQL statement";
+      copy.addEventListener("click", () => copyText(answer.sql, copy));
+      row.append(copy);
+      block.appendChild(row);
+      box.appendChild(block);
     }
     box.appendChild(resultsBox);
     renderResults(resultsBox, answer.results, display);
     renderEvidence(box, answer.extra || {});
 
     const u = answer.usage || {};
-    const bits = [answer.strategy, status, (u.sparql_queries || 0) + " queries"];
+    const bits = [answer.strategy, status,
+      u.sql_queries && !u.sparql_queries ? u.sql_queries + " SQL queries" : (u.sparql_queries || 0) + " queries"];
     if (u.llm_calls) bits.push(u.llm_calls + " LLM calls (" + (u.input_tokens || 0) + "+" + (u.output_tokens || 0) + " tokens)");
     if (u.cost_usd) bits.push("$" + u.cost_usd.toFixed(4));
     bits.push((u.seconds || 0).toFixed(2) + " s");

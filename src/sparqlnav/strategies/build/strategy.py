@@ -2,6 +2,10 @@
 add_fact, add_filter, add_count/max/min, set_answer, execute); the draft runs after every step, and ERASER
 shows a targeted guideline only when the environment (engine, tool-call interpreter, run memory) says
 something is wrong. Budgets: steps, and the LLM's calls, tokens and seconds.
+
+Its SQL target (`target="sql"`, queryagent.txt §5) builds one SELECT on the database a graph was opened from
+(`--kg sqlite:///…`, `postgresql://…`) with the SQL tools of `sql_tools`, the same loop and the same feedback
+module (its SQL guidelines).
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ from sparqlnav.feedback.eraser import (
     StepContext,
     render_guidelines,
 )
+from sparqlnav.feedback.view import SqlView
+from sparqlnav.graph.endpoint import Limits
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.relational import Materialised, relational_of
 from sparqlnav.llm.client import (
     Budget,
     BudgetExceeded,
@@ -41,15 +48,20 @@ from sparqlnav.question.linking import link_entities, tokenize
 from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.draft import Aggregation
+from sparqlnav.sql.executor import Caps
+from sparqlnav.sql.results import result_table
+from sparqlnav.strategies.build.sql_tools import SQL_BUILD_TOOLS, SqlBuilder, SqlEdit
 from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
 from sparqlnav.strategies.ending import finish, last_thought
 from sparqlnav.strategies.explore import record_reply
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, stored_digests
-from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Toolkit
+from sparqlnav.tools.registry import Registry
+from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Observation, Toolkit
 from sparqlnav.trace import Trace
 
 AUTO = "auto"  # the embedder the retrieval index uses by default (MiniLM when installed, else BM25)
+TARGETS = ("sparql", "sql", "auto")  # auto: SQL on a graph opened from a database, SPARQL on any other
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,11 @@ class BuildOptions:
     keep_relations: int = 40  # queryagent.txt B.3: more candidates than this are ranked and cut
     linked_entities: int = 5  # entities linked in the question that the model is given
     seed: int | None = None  # of the relation shuffle (None: derived from the question)
+    target: str = "sparql"  # the query language built: sparql, sql (a database graph's own tables) or auto
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"build's target is one of {', '.join(TARGETS)}, not {self.target!r}")
 
 
 @dataclass
@@ -114,8 +131,20 @@ class Build:
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
-        """Answer one question (after the earlier turns and handover in `context`, if any)."""
-        return _Run(self, question, kg, trace, context if context is not None else EMPTY).go()
+        """Answer one question (after the earlier turns and handover in `context`, if any): in SQL on the database
+        the graph was opened from when the target asks for it, else in SPARQL."""
+        context = context if context is not None else EMPTY
+        relational = relational_of(kg)
+        if self.options.target == "sql" and relational is None:
+            why = ("the build strategy's SQL target needs a graph opened from a database "
+                   "(--kg sqlite:///path/file.db or postgresql://user@host/db)")
+            trace.emit("error", message=why)
+            return finish(lambda m, purpose: self.client().chat(m, None, purpose=purpose), kg, trace, context,
+                          question=question, strategy=self.name, status="error", sparql=None, table=None, text=why,
+                          error=why)
+        if relational is not None and self.options.target in ("sql", "auto"):
+            return _SqlRun(self, question, kg, trace, context, relational).go()
+        return _Run(self, question, kg, trace, context).go()
 
     def client(self) -> LLMClient:
         """The LLM client, made once and shared by all runs."""
@@ -154,6 +183,9 @@ class Build:
 
 class _Run:
     """One question's construction."""
+
+    registry: Registry = BUILD_TOOLS
+    builder: Builder | SqlBuilder
 
     def __init__(self, agent: Build, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> None:
         self.o = agent.options
@@ -207,29 +239,46 @@ class _Run:
             self.trace.emit("error", message=str(exc))
             return self._answer("error", self.builder.last, f"The LLM failed: {exc}", error=str(exc))
 
+    def _context(self, call: ToolCall | None, reply: LLMReply) -> StepContext:
+        """What the feedback sees before the step runs."""
+        b = self.builder
+        assert isinstance(b, Builder)
+        view = BuildView(
+            b.draft, dict(b.relations), tuple(iri for iri, _ in self.linked), self.wanted, frozenset(self.fired)
+        )
+        return StepContext(
+            self.memory, self.registry.specs(), call=call, extra_calls=max(0, len(reply.tool_calls) - 1), build=view
+        )
+
+    def _observed(self, ctx: StepContext, observation: Observation) -> None:
+        """What the feedback sees after the step ran."""
+        assert ctx.build is not None
+        if isinstance(observation.value, DraftRun):
+            ctx.build.rows = observation.value.rows
+        elif isinstance(observation.value, RelationList):
+            ctx.build.relations_found = observation.value.found
+
+    def _query_now(self) -> dict[str, str | None]:
+        """The query under construction, for the step's `observation` event."""
+        b = self.builder
+        assert isinstance(b, Builder)
+        return {"query": b.draft.render(self.kg.prefixes) if b.draft.facts else None}
+
     def _step(self, reply: LLMReply) -> bool:
         """Handle one reply; True when execute() finished the query."""
         n = len(self.steps) + 1
         call = record_reply(self.trace, reply, n)
         b = self.builder
-        view = BuildView(
-            b.draft, dict(b.relations), tuple(iri for iri, _ in self.linked), self.wanted, frozenset(self.fired)
-        )
-        ctx = StepContext(
-            self.memory, BUILD_TOOLS.specs(), call=call, extra_calls=max(0, len(reply.tool_calls) - 1), build=view
-        )
+        ctx = self._context(call, reply)
         before = self.feedback.check(ctx, "before")
         observation = None
         if call is not None and not any(g.blocks for g in before):
-            observation = BUILD_TOOLS.call(call.name, self.tools, call.arguments, builder=b)
+            observation = self.registry.call(call.name, self.tools, call.arguments, builder=b)
             ctx.observation = observation
-            if isinstance(observation.value, DraftRun):
-                view.rows = observation.value.rows
-            elif isinstance(observation.value, RelationList):
-                view.relations_found = observation.value.found
+            self._observed(ctx, observation)
         after = self.feedback.check(ctx, "after") if observation is not None else []
         text = observation.text if observation is not None else "The action was not run."
-        self.trace.emit("observation", text=text, step=n, query=b.draft.render(self.kg.prefixes) if b.draft.facts else None)
+        self.trace.emit("observation", text=text, step=n, **self._query_now())
         fired = before + after
         self._emit_feedback(fired, n)
         full = f"{text}\n\n{render_guidelines(fired)}" if fired else text
@@ -282,7 +331,7 @@ class _Run:
     def _chat(self, messages: list[Message], purpose: str, tools: bool = False) -> LLMReply:
         return self.llm.chat(
             messages,
-            BUILD_TOOLS.specs() if tools else None,
+            self.registry.specs() if tools else None,
             budget=self.budget,
             purpose=purpose,
             record=self.record,
@@ -298,8 +347,9 @@ class _Run:
         return self._answer("budget_exhausted", best, None, reason=why)
 
     def _answer(
-        self, status: Status, best: DraftRun | None, text: str | None, *, error: str | None = None, reason: str | None = None
+        self, status: Status, best: Any, text: str | None, *, error: str | None = None, reason: str | None = None
     ) -> Answer:
+        assert best is None or isinstance(best, DraftRun)
         return finish(
             lambda m, purpose: self._chat(m, purpose),
             self.kg,
@@ -330,3 +380,86 @@ def create(llm: LLMConfig | None, **options: Any) -> Build:
         raise TypeError(f"unknown build options: {', '.join(sorted(unknown))}")
     knobs = BuildOptions(**{k: v for k, v in options.items() if k in fields})
     return Build(llm, knobs, **{k: v for k, v in options.items() if k in extra})
+
+
+class _SqlRun(_Run):
+    """One question's SELECT, built on the database the graph was opened from (queryagent.txt §5)."""
+
+    registry = SQL_BUILD_TOOLS
+
+    def __init__(
+        self, agent: Build, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext,
+        relational: Materialised,
+    ) -> None:
+        self.o = agent.options
+        self.feedback = agent.feedback
+        self.question, self.kg, self.trace, self.context = question, kg, trace, context
+        self.relational = relational
+        self.tools = Toolkit(kg, trace)
+        limits = agent.settings.limits if agent.settings is not None else Limits()
+        caps = Caps(self.tools.timeout_s or limits.timeout_s, limits.max_rows, limits.max_bytes)
+        self.sql_builder = SqlBuilder(relational.database, relational.tables, trace, caps)
+        self.builder = self.sql_builder
+        self.memory = Memory(kg.prefixes, kg.vocab)
+        self.memory.note_text(question)
+        self.linked = []
+        self.wanted = wanted_aggregations(question)
+        self.steps = []
+        self.fired = Counter()
+        seconds = self.o.max_seconds if self.o.max_seconds is not None else agent.llm.budget_s
+        seconds = context.seconds_left(seconds)
+        self.budget = Budget(max_calls=self.o.max_calls, max_tokens=self.o.max_tokens, max_seconds=seconds)
+        self.record = trace_recorder(trace)
+        self.llm = agent.client()
+        self.system = self._system_prompt()
+        self.trace.emit("info", message=f"building SQL on {relational.database.shown}")
+
+    def _context(self, call: ToolCall | None, reply: LLMReply) -> StepContext:
+        b = self.sql_builder
+        view = SqlView(
+            b.draft, b.column_kinds, self.question, self.wanted, frozenset(self.fired),
+            previous_rows=b.last.run.rows if b.last is not None else None,
+        )
+        return StepContext(
+            self.memory, self.registry.specs(), call=call, extra_calls=max(0, len(reply.tool_calls) - 1), sql=view
+        )
+
+    def _observed(self, ctx: StepContext, observation: Observation) -> None:
+        view, edit = ctx.sql, observation.value
+        if view is None or not isinstance(edit, SqlEdit):
+            return
+        view.run, view.base_rows, view.compared, view.answer = edit.run, edit.base_rows, edit.compared, edit.answer
+
+    def _query_now(self) -> dict[str, str | None]:
+        return {"sql": self.sql_builder.draft.render() or None}
+
+    def _system_prompt(self) -> str:
+        b = self.sql_builder
+        tables = b.get_tables().text.split("\n", 1)[-1]
+        database = f"{self.relational.database.kind}: {self.kg.name}"
+        return Template(prompt_text("build_sql_policy.md")).safe_substitute(database=database, tables=tables)
+
+    def _opening(self) -> str:
+        return self.context.with_question(self.question)
+
+    def _answer(
+        self, status: Status, best: Any, text: str | None, *, error: str | None = None, reason: str | None = None
+    ) -> Answer:
+        edit = best if isinstance(best, SqlEdit) else None
+        return finish(
+            lambda m, purpose: self._chat(m, purpose),
+            self.kg,
+            self.trace,
+            self.context,
+            question=self.question,
+            strategy="build",
+            status=status,
+            sparql=None,
+            sql=edit.run.sql if edit is not None else None,
+            table=result_table(edit.result) if edit is not None and edit.result is not None else None,
+            text=text,
+            error=error,
+            reason=reason,
+            note=last_thought(self.trace) if status == "answered" else None,
+            extra={"steps": len(self.steps), "guidelines": dict(self.fired), "target": "sql"},
+        )

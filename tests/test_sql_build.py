@@ -1,0 +1,313 @@
+"""The build strategy's SQL target (issue 25, item 2; queryagent.txt §5): the real LLM client over HTTP against a
+scripted OpenAI-compatible server, the SQL builder's tools over a real SQLite file and a real PostgreSQL, every
+step run through `sparqlnav.sql.run_sql`, and ERASER's SQL guidelines, each firing on its case and silent on a
+correct step."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from postgres import Postgres
+from scripted_llm import Call, Reply, ScriptedLLM
+from sparqlnav.answer import Answer
+from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.relational import relational_of
+from sparqlnav.llm.client import LLMConfig
+from sparqlnav.settings import Settings
+from sparqlnav.sql.draft import ColumnRef, SqlAggregate, SqlCondition, SqlDraft, SqlValue
+from sparqlnav.strategies.build import create
+from sparqlnav.strategies.build.sql_tools import SQL_BUILD_TOOLS
+from sparqlnav.trace import Trace
+
+SN = [sys.executable, "-m", "sparqlnav"]
+SCHEMA = """
+CREATE TABLE departments (id INTEGER PRIMARY KEY, name TEXT NOT NULL, budget NUMERIC(12, 2));
+CREATE TABLE employees (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, salary INTEGER, dept_id INTEGER REFERENCES departments (id),
+  manager_id INTEGER REFERENCES employees (id));
+INSERT INTO departments VALUES (1, 'Research', 1500000), (2, 'Sales', 400000), (3, 'Production', 800000);
+INSERT INTO employees VALUES
+  (1, 'Ada Lovelace', 120000, 1, NULL), (2, 'Alan Turing', 95000, 1, 1), (3, 'Grace Hopper', 99000, 3, 1),
+  (4, 'Heinrich Hoch', 70000, 2, 3), (5, 'Karen Brant', NULL, NULL, 4);
+"""
+RESEARCH = "Which employees work in the Research department?"
+
+
+def config(server: ScriptedLLM) -> LLMConfig:
+    return LLMConfig(model="scripted-model", base_url=server.base_url, api_key="k", timeout_s=10, max_retries=0,
+                     retry_backoff_s=0)
+
+
+def act(tool: str, thought: str = "", **arguments: Any) -> Reply:
+    """A policy reply: a thought and one native tool call."""
+    return Reply(text=thought, tool_calls=[Call(tool, arguments)])
+
+
+def make_sqlite(path: Path) -> Path:
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sqlite_kg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
+    folder = tmp_path_factory.mktemp("sqlbuild")
+    db = make_sqlite(folder / "company.db")
+    with open_kg(f"sqlite://{db}", Settings.from_env({"SPARQLNAV_HOME": str(folder / "home")})) as kg:
+        yield kg
+
+
+def ask(server: ScriptedLLM, kg: KnowledgeGraph, question: str, script: list[Any], **options: Any) -> Answer:
+    server.script(script)
+    options.setdefault("target", "sql")
+    with create(config(server), embedder=None, **options) as strategy:
+        answer = strategy.run(question, kg, Trace())
+    answer.trace.finish()
+    assert server.problems == []
+    assert server.remaining == 0, "the run did not use the whole script"
+    return answer
+
+
+def feedback_by_step(answer: Answer) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for e in answer.trace.of_kind("feedback"):
+        out.setdefault(e.data["step"], []).append(e.data["id"])
+    return out
+
+
+def cells(answer: Answer) -> list[tuple[str, ...]]:
+    assert answer.results is not None
+    return sorted(tuple(row[v].value for v in answer.results.vars if v in row) for row in answer.results.rows)
+
+
+RESEARCH_SCRIPT = [
+    act("get_tables", "Which tables are there?"),
+    act("add_table", "Employees are what is asked for.", table="employees"),
+    act("add_join", "Their department's name is in departments.", from_column="employees.dept_id",
+        to_column="departments.id"),
+    act("add_condition", "Keep the Research department.", column="departments.name", op="=", value="Research"),
+    act("set_answer_columns", "Only the names.", columns=["employees.name"]),
+    act("execute", "Done."),
+    Reply(text="Ada Lovelace and Alan Turing work in Research."),
+]
+
+
+def test_sql_builder_answers_over_sqlite(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph) -> None:
+    answer = ask(scripted_llm, sqlite_kg, RESEARCH, RESEARCH_SCRIPT)
+    assert answer.status == "answered", answer.text
+    assert cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
+    assert answer.sparql is None and answer.sql == (
+        'SELECT "employees"."name"\nFROM "employees"\nJOIN "departments" ON "employees"."dept_id" = "departments"."id"\n'
+        "WHERE \"departments\".\"name\" = 'Research'")
+    assert answer.query_language == "SQL" and answer.to_json()["sql"] == answer.sql
+    assert feedback_by_step(answer) == {}  # silent on correct steps
+    assert answer.usage.sql_queries >= 5 and answer.usage.sparql_queries == 0
+    written = scripted_llm.requests[-1]["messages"][-1]["content"]  # the answer writer is shown SQL, not SPARQL
+    assert "SQL:\nSELECT" in written and "SPARQL" not in written
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "employees (5 rows): id integer key, name string, salary integer, dept_id integer → departments.id" in system
+    assert answer.trace.of_kind("observation")[1].data["sql"] == 'SELECT *\nFROM "employees"'
+
+
+def test_sql_guidelines_fire_on_their_case_and_stay_silent_on_correct_steps(
+    scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph
+) -> None:
+    script = [
+        act("add_table", table="employees"),  # 1 silent
+        act("add_join", from_column="employees.dept_id", to_column="departments"),  # 2 silent: 4 rows of 5
+        act("add_condition", column="departments.name", op="=", value=1),  # 3 a text column against a number
+        act("add_condition", column="departments.name", op="=", value="research"),  # 4 stored as 'Research'
+        act("add_condition", column="employees.salary", op=">", value=90000),  # 5 silent
+        act("add_condition", column="departments.name", op="=", value="Research"),  # 6 silent
+        act("set_answer_columns", columns=["employees.name", "employees.salary"]),  # 7 salary is not asked for
+        act("set_answer_columns", columns=["employees.name"]),  # 8 silent
+        act("execute"),  # 9 silent
+        Reply(text="Ada Lovelace and Alan Turing."),
+    ]
+    answer = ask(scripted_llm, sqlite_kg, RESEARCH, script)
+    assert feedback_by_step(answer) == {
+        3: ["sql_empty_result", "sql_type_mismatch"],
+        4: ["sql_empty_result"],
+        7: ["sql_unasked_column"],
+    }
+    texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
+    assert "departments.name holds a text, but you compared it with a number" in texts["sql_type_mismatch"]
+    assert 'get_values("departments.name")' in texts["sql_empty_result"]
+    assert "does not ask for employees.salary" in texts["sql_unasked_column"]
+    assert cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
+    assert "salary" in (answer.sql or "") and "90000" in (answer.sql or "")
+
+
+def test_sql_guidelines_for_counts_and_joins(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph) -> None:
+    script = [
+        act("add_table", table="departments"),  # 1 silent
+        act("add_join", from_column="departments.id", to_column="employees.dept_id"),  # 2 4 rows from 3 departments
+        act("execute"),  # 3 a count is asked for: blocked once
+        act("add_aggregate", function="count", column="employees.id", distinct=True),  # 4 silent
+        act("execute"),  # 5 silent
+        Reply(text="4 employees work in a department."),
+    ]
+    answer = ask(scripted_llm, sqlite_kg, "How many employees work in a department?", script)
+    assert feedback_by_step(answer) == {2: ["sql_join_multiplies"], 3: ["sql_aggregation_missing"]}
+    texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
+    assert "return 4 rows while departments has 3" in texts["sql_join_multiplies"]
+    assert cells(answer) == [("4",)]
+    assert answer.sql is not None and 'COUNT(DISTINCT "employees"."id") AS "count_distinct_id"' in answer.sql
+    # A join the other way (each employee has one department) multiplies nothing.
+    script = [act("add_table", table="employees"), act("add_join", to_column="departments"),
+              act("add_aggregate", function="count"), act("execute"), Reply(text="4.")]
+    answer = ask(scripted_llm, sqlite_kg, "How many employees work in a department?", script)
+    assert feedback_by_step(answer) == {} and cells(answer) == [("4",)]
+
+
+def test_sql_execution_error_and_a_self_join(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph) -> None:
+    script = [
+        act("add_table", table="employees"),
+        act("add_join", from_column="employees.manager_id", to_column="employees.id"),  # joins as employees_2
+        act("add_condition", column="employees.name", op="=", value="Heinrich Hoch"),
+        act("add_aggregate", function="sum", column="employees_2.name"),
+        act("set_order", by="employees.nope", direction="desc", limit=1),  # no such column: refused by the tool
+        act("set_answer_columns", columns=["employees_2.name"]),
+        act("execute"),
+        Reply(text="Grace Hopper manages Heinrich Hoch."),
+    ]
+    answer = ask(scripted_llm, sqlite_kg, "Who is the manager of Heinrich Hoch?", script)
+    observations = [e.data["text"] for e in answer.trace.of_kind("observation")]
+    assert "employees joins as employees_2" in observations[1]
+    assert "employees has no column 'nope'" in observations[4]
+    assert cells(answer) == [("Grace Hopper",)]
+    assert 'JOIN "employees" AS "employees_2" ON "employees"."manager_id" = "employees_2"."id"' in (answer.sql or "")
+
+
+def test_the_sql_target_needs_a_database_graph(scripted_llm: ScriptedLLM, demo: KnowledgeGraph) -> None:
+    scripted_llm.script([])
+    with create(config(scripted_llm), embedder=None, target="sql") as strategy:
+        answer = strategy.run("How many products are there?", demo, Trace())
+    assert answer.status == "error" and "needs a graph opened from a database" in (answer.error or "")
+    with pytest.raises(ValueError, match="target is one of sparql, sql, auto"):
+        create(config(scripted_llm), target="cypher")
+
+
+def test_sql_tools_are_declared_once_with_their_arguments() -> None:
+    assert SQL_BUILD_TOOLS.names() == [
+        "get_tables", "get_columns", "get_values", "get_foreign_keys", "add_table", "add_join", "add_condition",
+        "add_group", "add_aggregate", "set_order", "set_answer_columns", "execute"]
+    spec = {s.name: s.parameters for s in SQL_BUILD_TOOLS.specs()}
+    assert spec["set_answer_columns"]["properties"]["columns"]["type"] == "array"
+    assert spec["add_join"]["required"] == ["to_column"]
+
+
+def test_the_draft_renders_groups_having_and_order() -> None:
+    dept, emp = ColumnRef("departments", "name"), ColumnRef("employees", "id")
+    count = SqlAggregate("count", emp, distinct=True)
+    draft = (SqlDraft().with_base("employees")
+             .with_condition(SqlCondition(ColumnRef("employees", "salary"), ">", SqlValue(50000)))
+             .with_group(dept).with_aggregate(count)
+             .with_condition(SqlCondition(count, ">=", SqlValue(2)))
+             .with_answer((dept, count)))
+    assert draft.render() == (
+        'SELECT "departments"."name", COUNT(DISTINCT "employees"."id") AS "count_distinct_id"\nFROM "employees"\n'
+        'WHERE "employees"."salary" > 50000\nGROUP BY "departments"."name"\n'
+        'HAVING COUNT(DISTINCT "employees"."id") >= 2')
+    assert SqlValue("O'Brien").sql() == "'O''Brien'"
+
+
+def test_get_values_shows_how_values_are_stored(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph) -> None:
+    script = [
+        act("get_values", column="departments.name", containing="RES"),
+        act("get_values", column="salary"),
+        act("add_table", table="employees"),
+        act("execute"),
+        Reply(text="Everyone."),
+    ]
+    answer = ask(scripted_llm, sqlite_kg, "List the employees.", script)
+    observations = [e.data["text"] for e in answer.trace.of_kind("observation")]
+    assert observations[0] == ("departments.name (string): 3 distinct value(s) in 3 of 3 rows\n"
+                               "Values containing 'RES': 'Research' ×1")
+    assert observations[1].startswith("employees.salary (integer): 4 distinct value(s) in 4 of 5 rows; "
+                                      "from 70000 to 120000\nMost frequent values: NULL ×1, ")
+
+
+# ---------------------------------------------------------------- the faces
+
+
+def run_cli(*args: str, server: ScriptedLLM, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPARQLNAV_HOME": str(home), "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k",
+           "SPARQLNAV_LLM_MODEL": "scripted-model", "SPARQLNAV_LLM_RETRIES": "0", "NO_COLOR": "1", "COLUMNS": "200"}
+    return subprocess.run([*SN, *args], capture_output=True, text=True, env=env, timeout=180, check=False)
+
+
+def test_cli_ask_shows_the_sql(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    db = make_sqlite(tmp_path / "company.db")
+    scripted_llm.script(RESEARCH_SCRIPT)
+    shown = run_cli("ask", RESEARCH, "--kg", f"sqlite://{db}", "--strategy", "build", "-o", "target=sql", "-v",
+                    server=scripted_llm, home=tmp_path / "home")
+    assert shown.returncode == 0, shown.stderr
+    assert "SQL" in shown.stdout and 'JOIN "departments" ON "employees"."dept_id"' in shown.stdout
+    assert "Ada Lovelace and Alan Turing work in Research." in shown.stdout
+    scripted_llm.script(RESEARCH_SCRIPT)
+    out = run_cli("ask", RESEARCH, "--kg", f"sqlite://{db}", "--strategy", "build", "-o", "target=sql", "--json",
+                  server=scripted_llm, home=tmp_path / "home")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["sparql"] is None and data["sql"].startswith('SELECT "employees"."name"')
+    assert {b["name"]["value"] for b in data["results"]["results"]["bindings"]} == {"Ada Lovelace", "Alan Turing"}
+    assert data["usage"]["sql_queries"] >= 5
+    bad = run_cli("ask", RESEARCH, "--kg", f"sqlite://{db}", "--strategy", "build", "-o", "target",
+                  server=scripted_llm, home=tmp_path / "home")
+    assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr
+
+
+# ---------------------------------------------------------------- a real PostgreSQL
+
+
+@pytest.fixture(scope="module")
+def postgres_kg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.importorskip("psycopg", reason="no psycopg (pip install -e '.[dev]')")
+    import psycopg
+
+    folder = tmp_path_factory.mktemp("sqlbuild-pg")
+    with Postgres() as server:
+        with psycopg.connect(server.url(), autocommit=True) as con:
+            con.execute("CREATE DATABASE company")
+        with psycopg.connect(server.url("company"), autocommit=True) as con:
+            con.execute(SCHEMA)  # type: ignore[call-overload]  # a literal script, several statements
+        with open_kg(server.url("company"), Settings.from_env({"SPARQLNAV_HOME": str(folder / "home")})) as kg:
+            yield kg
+
+
+@pytest.mark.slow
+def test_sql_builder_answers_over_postgresql(scripted_llm: ScriptedLLM, postgres_kg: KnowledgeGraph) -> None:
+    relational = relational_of(postgres_kg)
+    assert relational is not None and relational.database.kind == "postgresql"
+    answer = ask(scripted_llm, postgres_kg, RESEARCH, RESEARCH_SCRIPT)
+    assert answer.status == "answered" and cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
+    assert feedback_by_step(answer) == {}
+    # PostgreSQL refuses to compare a text column with a number: the database's error and the type both speak.
+    script = [
+        act("add_table", table="employees"),
+        act("add_join", from_column="employees.dept_id", to_column="departments.id"),
+        act("add_condition", column="departments.name", op="=", value=1),
+        act("add_condition", column="departments.name", op="=", value="Research"),
+        act("set_answer_columns", columns=["employees.name"]),
+        act("execute"),
+        Reply(text="Ada Lovelace and Alan Turing."),
+    ]
+    answer = ask(scripted_llm, postgres_kg, RESEARCH, script)
+    assert feedback_by_step(answer) == {3: ["sql_execution_error", "sql_type_mismatch"]}
+    texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
+    assert "operator does not exist: text = integer" in texts["sql_execution_error"]
+    assert cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
