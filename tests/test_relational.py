@@ -339,3 +339,29 @@ def test_postgresql_is_read_in_a_read_only_transaction(postgres: str) -> None:
             reader.con.execute("CREATE TABLE intruder (i integer)")
     with psycopg.connect(postgres) as con:
         assert con.execute("SELECT to_regclass('intruder')").fetchone() == (None,)
+
+
+def test_labels_come_from_name_columns_in_any_naming_style() -> None:
+    """CamelCase schemas (`ClubName`) and tables that prefix every column (`cust_fname`, `cust_lname`) have labels
+    too; the class and link labels read as words (`PlayerSeasonStats` → "player season stat", `HomeClub` → "home
+    club")."""
+    from sparqlnav.graph.direct_mapping import (
+        Column,
+        ForeignKey,
+        Table,
+        label_columns,
+        link_label,
+        table_label,
+    )
+
+    def table(name: str, *columns: str) -> Table:
+        return Table(name, tuple(Column(c, "TEXT") for c in columns), (columns[0],))
+
+    assert label_columns(table("Club", "ClubCode", "ClubName", "City")) == ("ClubName",)
+    assert label_columns(table("Player", "PlayerCode", "FirstName", "LastName")) == ("FirstName", "LastName")
+    assert label_columns(table("customers", "cust_id", "cust_fname", "cust_lname")) == ("cust_fname", "cust_lname")
+    assert label_columns(table("staff", "id", "staff_first_name", "staff_last_name")) == (
+        "staff_first_name", "staff_last_name")
+    assert label_columns(table("readings", "id", "value")) == ()
+    assert table_label("PlayerSeasonStats") == "player season stat"
+    assert link_label(ForeignKey(("HomeClub",), "Club", ("ClubCode",))) == "home club"

@@ -251,36 +251,48 @@ def label_columns(table: Table) -> tuple[str, ...]:
     """The columns a row's label comes from (joined by a space), or none: `name`, `label`, `title`, `full_name`,
     `display_name`; else `<table>_name` (or its singular's); else a person's first and last name; else the first
     other `*_name` column. Only columns whose type may hold text count."""
-    texts = {c.name.lower(): c.name for c in table.columns if c.kind in ("string", "untyped")}
+    texts = {_snake(c.name): c.name for c in table.columns if c.kind in ("string", "untyped")}
     for wanted in NAME_COLUMNS:
         if wanted in texts:
             return (texts[wanted],)
-    plain = table.name.rsplit(".", 1)[-1].lower()
+    plain = _snake(table.name.rsplit(".", 1)[-1])
     for stem in (plain, _singular(plain)):
         if f"{stem}_name" in texts:
             return (texts[f"{stem}_name"],)
     for first, last in NAME_PAIRS:
         if first in texts and last in texts:
             return (texts[first], texts[last])
+    for first, last in (*NAME_PAIRS, ("fname", "lname")):
+        # a prefix the table puts on every column ("cust_first_name", "cust_fname" beside "cust_lname")
+        for lower, name in texts.items():
+            prefix = lower.removesuffix(first)
+            if prefix != lower and prefix.endswith("_") and prefix + last in texts:
+                return (name, texts[prefix + last])
     others = [name for lower, name in texts.items() if lower.endswith("_name")]
     return (others[0],) if others else ()
 
 
+def _snake(name: str) -> str:
+    """A column or table name in lower snake case, so `ClubName` reads as `club_name` and `FirstName` as
+    `first_name`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
 def table_label(table: str) -> str:
     """What one row of a table is called: the table's name in the singular, in words (`order_items` → "order item")."""
-    return _singular(table.rsplit(".", 1)[-1]).replace("_", " ").strip() or table
+    return _singular(_snake(table.rsplit(".", 1)[-1])).replace("_", " ").strip() or table
 
 
 def link_label(fk: ForeignKey) -> str:
     """What a foreign key's link is called: its one column without `_id` ("manager"), or the referenced table's
     singular when that column only abbreviates it (`dept_id` to departments → "department") or there are several."""
-    target = _singular(fk.target.rsplit(".", 1)[-1].lower())
+    target = _singular(_snake(fk.target.rsplit(".", 1)[-1]))
     if len(fk.columns) != 1:
         return target.replace("_", " ")
     stem = re.sub(r"(?i:_id)$|(?<=[a-z])I[dD]$", "", fk.columns[0]).strip("_") or target  # not "paid" → "pa"
     if stem.lower() == "id" or (stem.lower() != target and _abbreviates(stem.lower(), target)):
         stem = target  # a table extending another by its key (`managers.id`), or an abbreviation
-    return stem.replace("_", " ")
+    return _snake(stem).replace("_", " ")
 
 
 def _abbreviates(short: str, word: str) -> bool:
