@@ -25,6 +25,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm.client import ToolCall
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.explore import EXPLORE_TOOLS as EXPLORE_REGISTRY
+from sparqlnav.tools.lookup import EntityPage
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace
 
@@ -422,6 +423,12 @@ def test_lookup_failed_and_unknown_entity(tools: Toolkit, memory: Memory) -> Non
     )
     (g,) = Feedback().check(ctx, "after")
     assert g.id == "unknown_entity" and "wd:Q99999999" in g.text
+    # a thing the graph refers to without statements of its own is one of its identifiers: no "probably not"
+    referred = "<http://wikiba.se/ontology#Time>"
+    obs = tools.get_entity(referred)
+    assert isinstance(obs.value, EntityPage) and not obs.value.edges and obs.value.incoming
+    ctx = StepContext(memory, EXPLORE_TOOLS, call=call("get_entity", id=referred), observation=obs)
+    assert fired(ctx, "after") == []
     obs = tools.get_entity("wd:Q8")
     ctx = StepContext(memory, EXPLORE_TOOLS, call=call("get_entity", id="wd:Q8"), observation=obs)
     assert fired(ctx, "after") == []

@@ -911,9 +911,10 @@ def lookup_failed(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
 
 
 def unknown_entity(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
-    """An entity page with no edges at all."""
+    """An entity page with no edges at all: none of its own and none pointing at it (a thing other records refer to
+    without a record of its own is an identifier of the graph; relay players were told it was not, and searched)."""
     obs = ctx.observation
-    if obs is None or not isinstance(obs.value, EntityPage) or obs.value.edges:
+    if obs is None or not isinstance(obs.value, EntityPage) or obs.value.edges or obs.value.incoming:
         return None
     return {"id": ctx.prefixes.compact(obs.value.iri)}
 
