@@ -88,7 +88,10 @@ class Handover:
         """The handover as a block of text for a prompt."""
         lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason}."]
         if self.entities:
-            lines.append("It linked: " + "; ".join(f"{label} = {iri}" for iri, label in self.entities) + ".")
+            # Not "It linked": relay players took a distrusted query's links (an icon for "manager", the department
+            # Production for "product") as found facts.
+            lines.append("Identifiers in its query (check them, they may be what was wrong): "
+                         + "; ".join(f"{label} = {iri}" for iri, label in self.entities) + ".")
         if self.sparql:
             lines.append(f"Its query:\n{self.sparql.strip()}")
         if self.outcome:
