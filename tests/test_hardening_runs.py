@@ -175,7 +175,8 @@ def test_a_timed_out_ask_cancels_its_sparql_query(settings: Settings, tiny: Know
         assert tiny.endpoint.server.restarts == restarts + 1
         assert tiny.endpoint.query("ASK { ?s ?p ?o }").outcome is Outcome.OK
         assert client.get("/health").json() | {"version": None} == {
-            "status": "ok", "version": None, "active_runs": 0, "finishing_runs": 0, "max_concurrent": 64
+            "status": "ok", "version": None, "active_runs": 0, "finishing_runs": 0, "max_concurrent": 64,
+            "worker": os.getpid(), "state": "in-process", "worker_runs": 0,
         }
 
 

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sparqlnav.context import RunContext, Turn
 from sparqlnav.errors import SparqlnavError
@@ -25,6 +25,8 @@ __all__ = [
     "ConversationNotFound",
     "ConversationRefused",
     "ConversationStore",
+    "Conversations",
+    "dropped_note",
     "edit_turn",
 ]
 
@@ -146,6 +148,44 @@ class Conversation:
         )
 
 
+def dropped_note(conversation: Conversation, max_turns: int, max_bytes: int) -> str:
+    """What a client is told when the conversation's oldest turns were dropped ('' when none were)."""
+    if not conversation.dropped:
+        return ""
+    first = "turn 1 was" if conversation.dropped == 1 else f"turns 1–{conversation.dropped} were"
+    return f"{first} dropped: a conversation keeps its latest {max_turns} turns within {max_bytes // 1024} KiB"
+
+
+class Conversations(Protocol):
+    """Where a server keeps its conversations: in the process (`ConversationStore`) or in a store every worker
+    shares (`faces.redis_state.RedisConversations`); both bounded in count, age, turns and bytes."""
+
+    max_turns: int
+    max_bytes: int
+
+    def __len__(self) -> int: ...
+
+    def create(self, owner: str | None = None) -> Conversation:
+        """A new, empty conversation, kept."""
+        ...
+
+    def get(self, ident: str, owner: str | None = None) -> Conversation:
+        """The conversation called `ident`, if `owner` may use it (ConversationNotFound, ConversationRefused)."""
+        ...
+
+    def save(self, conversation: Conversation) -> None:
+        """Keep the conversation, marking it as just used."""
+        ...
+
+    def add_turn(self, conversation: Conversation, turn: Turn) -> int:
+        """Append a turn to a kept conversation and save it; the turn's number."""
+        ...
+
+    def note(self, conversation: Conversation) -> str:
+        """What a client is told when the conversation's oldest turns were dropped ('' when none were)."""
+        ...
+
+
 class ConversationStore:
     """At most `max_count` conversations, each kept `ttl_s` after its last use; the least recently used goes
     first. Each keeps its latest `max_turns` turns within `max_bytes`. With `directory`, each is also written there
@@ -231,13 +271,7 @@ class ConversationStore:
 
     def note(self, conversation: Conversation) -> str:
         """What a client is told when the conversation's oldest turns were dropped ('' when none were)."""
-        if not conversation.dropped:
-            return ""
-        first = "turn 1 was" if conversation.dropped == 1 else f"turns 1–{conversation.dropped} were"
-        return (
-            f"{first} dropped: a conversation keeps its latest {self.max_turns} turns "
-            f"within {self.max_bytes // 1024} KiB"
-        )
+        return dropped_note(conversation, self.max_turns, self.max_bytes)
 
     def _expire(self) -> None:
         cutoff = self.clock() - self.ttl_s

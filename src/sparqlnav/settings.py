@@ -77,6 +77,8 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "request_timeout_s"): ("SPARQLNAV_REQUEST_TIMEOUT",),
     ("serve", "max_concurrent"): ("SPARQLNAV_MAX_CONCURRENT",),
     ("serve", "log_level"): ("SPARQLNAV_LOG_LEVEL",),
+    ("serve", "workers"): ("SPARQLNAV_WORKERS",),
+    ("serve", "state_url"): ("SPARQLNAV_STATE_URL",),
     ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
     ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
     ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
@@ -90,7 +92,9 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
 
 
 # Variables whose values are never repeated in messages.
-SECRET = frozenset({"OPENAI_API_KEY", "SPARQLNAV_EMBED_API_KEY", "SPARQLNAV_API_TOKEN", "SPARQLNAV_HEADERS"})
+SECRET = frozenset(
+    {"OPENAI_API_KEY", "SPARQLNAV_EMBED_API_KEY", "SPARQLNAV_API_TOKEN", "SPARQLNAV_HEADERS", "SPARQLNAV_STATE_URL"}
+)
 
 
 class ConfigError(SparqlnavError, ValueError):
@@ -183,6 +187,17 @@ class ServeSettings(_Part):
     request_timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     max_concurrent: int = Field(default=64, ge=1)
     log_level: LogLevel = "INFO"
+    workers: int = Field(default=1, ge=1, le=256)  # server processes sharing the port
+    # Where conversations, rate-limit counters and run slots live: None keeps them in the process (one worker);
+    # redis://, rediss:// or unix:// shares them between workers. Secret: the URL may hold a password.
+    state_url: SecretStr | None = None
+
+    @field_validator("state_url")
+    @classmethod
+    def _state_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("expected a Redis URL: redis://host:port/db, rediss://… or unix:///path/to/socket")
+        return value
 
     @field_validator("kgs", "datasets", "cors_origins", "allowed_hosts", "trusted_proxies", mode="before")
     @classmethod

@@ -973,7 +973,8 @@ def serve_command(
     allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="A host name the server answers to without a token, besides loopback ones (repeatable).")] = None,
     trusted_proxy: Annotated[list[str] | None, typer.Option("--trusted-proxy", help="A proxy address or network whose X-Forwarded-For is believed (repeatable).")] = None,
     request_timeout: Annotated[float | None, typer.Option("--request-timeout", help="Time limit of one request, in seconds (default 300).")] = None,
-    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64).")] = None,
+    max_concurrent: Annotated[int | None, typer.Option("--max-concurrent", help="Runs at once; more get 503 (default 64; the whole server's with a shared state store).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Server processes sharing the port (default 1; more need SPARQLNAV_STATE_URL=redis://…).")] = None,
     timeout: TimeoutOpt = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
     llm_timeout: LlmTimeoutOpt = None,
@@ -995,6 +996,8 @@ def serve_command(
         parse_pairs,
     )
     from sparqlnav.faces.logs import ReadableFormatter, readable
+    from sparqlnav.faces.state import open_state
+    from sparqlnav.faces.workers import check_workers, serve_workers
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
     specs = parse_kgs(kg) if kg else None
@@ -1031,10 +1034,22 @@ def serve_command(
         raise CliError(f"--trusted-proxy: {exc}") from None
     host = config.host
     port = settings.serve.port if port is None else port
+    processes = settings.serve.workers if workers is None else workers
+    if processes < 1:
+        raise CliError(f"--workers {processes}: give 1 or more")
+    try:
+        check_workers(processes, settings)
+        open_state(settings).close()  # an unreachable Redis is said now, in one line, not by every worker
+    except SparqlnavError as exc:
+        raise CliError(str(exc)) from None
     check_can_listen(host, port)
     people = readable(log_format, sys.stderr.isatty())
-    configure_logging(log_level.upper() if log_level else settings.serve.log_level,
-                      formatter=ReadableFormatter() if people else None)
+    level = log_level.upper() if log_level else settings.serve.log_level
+    configure_logging(level, formatter=ReadableFormatter() if people else None)
+    if processes > 1:
+        err().print(f"sparqlnav on http://{host}:{port}/ with {processes} workers  (API docs /docs, MCP /mcp, TEXT2SPARQL /text2sparql)", style="dim")
+        serve_workers(settings, config, port=port, workers=processes, log_level=level, readable=people)
+        return
     app_ = create_app(settings, config, llm=settings.llm)
     if host not in ("127.0.0.1", "localhost", "::1") and not config.token:
         err().print("warning: serving beyond this machine without --token: anyone who can reach it can use it", style="yellow")

@@ -13,11 +13,14 @@ import hmac
 import json
 import logging
 import math
+import os
+import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
@@ -28,7 +31,6 @@ from fastapi.staticfiles import StaticFiles
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sparqlnav.conversation import ConversationStore
 from sparqlnav.faces.access import HostCheck, Networks, client_address, from_a_page, presented_token
 from sparqlnav.faces.limits import MAX_BODY_BYTES, shown
 from sparqlnav.faces.routes_ask import ask_routes, request_owner
@@ -43,7 +45,9 @@ from sparqlnav.faces.service import (
     kg_name,
     parse_kgs,
     parse_pairs,
+    strategy_with_options,
 )
+from sparqlnav.faces.state import Limiter, RateLimiter, StateStore, StateUnavailable, open_state
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
@@ -112,39 +116,6 @@ def configure_logging(level: str = "INFO", stream: Any = None, formatter: loggin
 # -- the guard: request ids, auth, rate limit, access log --------------------------------------------
 
 
-class RateLimiter:
-    """A token bucket per client: `per_minute` requests a minute, bursts up to that many."""
-
-    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(1.0, per_minute)
-        self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}
-
-    def _tokens(self, client: str, now: float) -> float:
-        tokens, last = self._buckets.get(client, (self.capacity, now))
-        return min(self.capacity, tokens + (now - last) * self.rate)
-
-    def wait(self, client: str) -> float:
-        """The seconds until `client` may go ahead (0: now), taking nothing."""
-        tokens = self._tokens(client, self.clock())
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
-
-    def take(self, client: str) -> float:
-        """0 when the request may go ahead, else the seconds to wait."""
-        now = self.clock()
-        if len(self._buckets) > 10_000:  # forget clients that have refilled completely
-            self._buckets = {
-                k: v for k, v in self._buckets.items() if v[0] + (now - v[1]) * self.rate < self.capacity
-            }
-        tokens = self._tokens(client, now)
-        if tokens < 1.0:
-            self._buckets[client] = (tokens, now)
-            return (1.0 - tokens) / self.rate
-        self._buckets[client] = (tokens - 1.0, now)
-        return 0.0
-
-
 class _BodyTooLarge(Exception):
     """A request body without a length ran past the limit while it was read."""
 
@@ -167,10 +138,10 @@ class RequestGuard:
         app: ASGIApp,
         *,
         token: str | None,
-        limiter: RateLimiter | None,
+        limiter: Limiter | None,
         hosts: HostCheck | None = None,
         proxies: Networks | None = None,
-        auth_failures: RateLimiter | None = None,
+        auth_failures: Limiter | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.app = app
@@ -180,6 +151,8 @@ class RequestGuard:
         self.proxies = proxies or Networks()
         self.auth_failures = auth_failures  # wrong tokens allowed per client, as a rate
         self.max_body_bytes = max_body_bytes
+        # Which process answered: with several workers behind one port, logs and clients can tell them apart.
+        self.worker = str(os.getpid()).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -202,7 +175,9 @@ class RequestGuard:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+                message["headers"] = [
+                    *message["headers"], (b"x-request-id", rid.encode()), (b"x-sparqlnav-worker", self.worker)
+                ]
             await send(message)
 
         read = 0
@@ -220,7 +195,10 @@ class RequestGuard:
             return message
 
         try:
-            refusal = self._refuse(scope, headers, path, client)
+            try:
+                refusal = self._refuse(scope, headers, path, client)
+            except StateUnavailable as exc:  # the shared counters cannot be read: refuse rather than count nothing
+                refusal = JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
             if refusal is not None:
                 await refusal(scope, receive, send_with_id)
             else:
@@ -243,6 +221,7 @@ class RequestGuard:
                         "status": status,
                         "ms": round((time.perf_counter() - started) * 1000, 1),
                         "client": client,
+                        "worker": os.getpid(),
                     }
                 },
             )
@@ -323,12 +302,16 @@ def create_app(
     llm: LLMConfig | None = None,
     kgs: Mapping[str, KnowledgeGraph] | None = None,
     strategy_factory: StrategyFactory | None = None,
+    state: StateStore | None = None,
 ) -> FastAPI:
     """The whole server: API, streaming, TEXT2SPARQL, web UI, docs and MCP. `kgs` are already-open graphs
-    (their owner closes them); `config.kgs` are opened by the app and closed at shutdown."""
+    (their owner closes them); `config.kgs` are opened by the app and closed at shutdown. `state` keeps
+    conversations, rate-limit counters and run slots (None: the one the settings name, closed at shutdown)."""
     from sparqlnav.strategies import make_strategy
 
     config = config or ServeConfig()
+    owned_state = state is None
+    state = open_state(settings) if state is None else state
     specs = dict(config.kgs) if (config.kgs or kgs) else {"demo": "demo"}
     pool = KGPool({k: v for k, v in specs.items() if k not in (kgs or {})}, settings, opened=kgs)
     service = Service(
@@ -336,10 +319,12 @@ def create_app(
         settings=settings,
         pool=pool,
         llm=llm,
-        factory=strategy_factory or functools.partial(make_strategy, settings=settings),
-        workers=Workers(config.max_concurrent),
+        factory=strategy_factory or strategy_with_options(make_strategy, settings, config),
+        # A slot left by a worker that died is taken back after the longest a request may wait for its run.
+        workers=Workers(config.max_concurrent, slots=state.slots(config.max_concurrent, config.request_timeout_s + 30)),
         indexes=KGIndexes(settings.paths.home, embedding=settings.embedding),
-        conversations=ConversationStore.from_settings(settings),
+        conversations=state.conversations(settings),
+        state=state,
     )
     mcp_server = None
     if config.mcp:
@@ -365,9 +350,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            if owned_state:
+                stack.callback(state.close)
             stack.callback(pool.close)
             stack.callback(service.close)
             stack.callback(service.workers.close)
+            if threading.current_thread() is threading.main_thread():  # signals reach only the main thread
+                stack.enter_context(ending_streams_on_exit(service, asyncio.get_running_loop()))
             if config.eager:
                 for name in pool.names():
                     await asyncio.to_thread(pool.get, name)
@@ -375,7 +364,12 @@ def create_app(
                 await stack.enter_async_context(mcp_server.session_manager.run())
             log.info(
                 "ready",
-                extra={"fields": {"kgs": pool.names(), "llm": llm is not None, "version": __version__}},
+                extra={
+                    "fields": {
+                        "kgs": pool.names(), "llm": llm is not None, "version": __version__,
+                        "state": state.description, "worker": os.getpid(),
+                    }
+                },
             )
             yield
 
@@ -399,20 +393,24 @@ def create_app(
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
         return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
 
+    @app.exception_handler(StateUnavailable)
+    async def state_unavailable(_: Request, exc: StateUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+
     app.include_router(meta_routes(service, openapi_url=app.openapi_url or "/openapi.json"))
     app.include_router(ask_routes(service))
     app.include_router(tool_routes(service))
     app.mount("/static", StaticFiles(directory=web_dir()), name="static")
 
     guard_token = config.token or None
-    limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
+    limiter = state.limiter("rate", config.rate_limit) if config.rate_limit else None
     app.add_middleware(
         RequestGuard,
         token=guard_token,
         limiter=limiter,
         hosts=None if guard_token else HostCheck((config.host, *config.allowed_hosts)),
         proxies=Networks(config.trusted_proxies),
-        auth_failures=RateLimiter(AUTH_FAILURES_PER_MINUTE),
+        auth_failures=state.limiter("auth", AUTH_FAILURES_PER_MINUTE),
         max_body_bytes=config.max_body_bytes,
     )
     if config.cors_origins:
@@ -427,6 +425,32 @@ def create_app(
             expose_headers=["X-Request-ID", "Mcp-Session-Id"],
         )
     return app
+
+
+@contextlib.contextmanager
+def ending_streams_on_exit(service: Service, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """On SIGTERM or SIGINT (a process manager stopping this worker, a rolling restart), end this process's open
+    streams with an error event, then hand the signal on to the server's own handler, whose graceful shutdown
+    would otherwise wait for each stream's run and cut it without a word when its time is up."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(sig: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(service.end_streams)
+        before = previous[signal.Signals(sig)]
+        if callable(before):
+            before(sig, frame)
+        else:  # nobody had taken it: what it does by default
+            signal.signal(sig, before or signal.SIG_DFL)
+            signal.raise_signal(sig)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, before if before is not None else signal.SIG_DFL)
 
 
 def mcp_security(config: ServeConfig) -> TransportSecuritySettings | None:

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from sparqlnav.cancel import check as check_cancelled
 from sparqlnav.context import Turn
-from sparqlnav.conversation import ConversationError, ConversationStore
+from sparqlnav.conversation import ConversationError, Conversations, ConversationStore
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.limits import InputLimits, InputRefused, shown
 from sparqlnav.graph.kg import KnowledgeGraph
@@ -158,7 +158,7 @@ def create_mcp_server(
     default_strategy: str = "auto",
     log_level: str = "WARNING",
     runner: Runner | None = None,
-    conversations: ConversationStore | None = None,
+    conversations: Conversations | None = None,
     owner_of_request: Callable[[Any], str | None] | None = None,
     limits: InputLimits | None = None,
 ) -> tuple[MCPServer, McpTools]:

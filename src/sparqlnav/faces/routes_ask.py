@@ -33,6 +33,7 @@ from sparqlnav.strategies.machine import MachineShape
 from sparqlnav.trace import Event
 
 PING_S = 15.0  # keep-alive comment on quiet streams so proxies do not cut them
+STOPPING = "this server process is stopping and its run was stopped; ask again (the conversation is kept)"
 
 
 class AskRequest(BaseModel):
@@ -137,6 +138,7 @@ def ask_routes(service: Service) -> APIRouter:
             loop.call_soon_threadsafe(queue.put_nowait, ("trace", event.to_json()))
 
         job = service.start(question, kg_name, strategy, listeners=[forward], conversation=talk, context=context)
+        service.streams.add(queue)
         # Queued after every event the worker forwarded, so the answer always comes last.
         job.future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, ("done", None)))
         return StreamingResponse(
@@ -201,6 +203,10 @@ async def _stream(
             if kind == "trace":
                 yield _sse("trace", payload, payload.get("seq"))
                 continue
+            if kind == "stopping":
+                job.cancel()
+                yield _sse("error", {"status": 503, "detail": STOPPING})
+                return
             exc = job.future.exception()
             if exc is None:
                 yield _sse("answer", answer_object(job.future.result()))
@@ -213,4 +219,5 @@ async def _stream(
                 yield _sse("error", {"status": 499, "detail": "the run was cancelled"})
             return
     finally:
+        service.streams.discard(queue)
         job.cancel()  # the client went away or the stream ended: stop the run at its next step

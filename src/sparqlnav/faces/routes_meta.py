@@ -1,16 +1,20 @@
-"""Routes about the server itself: `/health`, `/api/info`, the web UI at `/` and the API docs at `/docs`."""
+"""Routes about the server itself: `/health` (liveness), `/ready` (readiness, for a load balancer), `/api/info`,
+the web UI at `/` and the API docs at `/docs`."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Query
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from sparqlnav.faces.service import LOOPBACK, Service
+from sparqlnav.faces.state import StateUnavailable
 from sparqlnav.version import __version__
 
 
@@ -26,14 +30,38 @@ def meta_routes(service: Service, *, openapi_url: str) -> APIRouter:
 
     @router.get("/health", tags=["meta"])
     async def health() -> dict[str, Any]:
-        """Liveness and load."""
+        """Liveness and load: this process answers (`worker`: its id), and how many runs are under way (all
+        workers' when the state is shared; `worker_runs` this one's)."""
+        try:
+            active: int | None = await asyncio.to_thread(lambda: service.workers.active)
+        except StateUnavailable:
+            active = None  # alive all the same: readiness says whether it can serve
         return {
             "status": "ok",
             "version": __version__,
-            "active_runs": service.workers.active,  # runs a request (API or MCP) is waiting for
+            "worker": os.getpid(),
+            "state": service.state.description,
+            "active_runs": active,  # runs a request (API or MCP) is waiting for
+            "worker_runs": service.workers.local_active,
             "finishing_runs": service.workers.finishing,  # given up on, their threads not yet returned
             "max_concurrent": service.workers.size,
         }
+
+    @router.get("/ready", tags=["meta"])
+    async def ready() -> JSONResponse:
+        """Readiness, for a load balancer: 200 when this worker can take questions (its graphs are open and the
+        state store answers), else 503 with the reason."""
+        waiting = [name for name in pool.names() if not pool.is_open(name)] if config.eager else []
+        problem = f"opening {', '.join(waiting)}" if waiting else None
+        if problem is None:
+            try:
+                await asyncio.to_thread(service.state.ping)
+            except StateUnavailable as exc:
+                problem = str(exc)
+        body = {"status": "ready" if problem is None else "not ready", "worker": os.getpid()}
+        if problem is not None:
+            body["detail"] = problem
+        return JSONResponse(body, status_code=200 if problem is None else 503)
 
     @router.get("/api/info", tags=["meta"])
     async def info() -> dict[str, Any]:

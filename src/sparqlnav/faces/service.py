@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import re
@@ -20,7 +21,7 @@ from fastapi.responses import Response
 from sparqlnav.answer import Answer, Strategy, run_question
 from sparqlnav.cancel import CancelSignal, bound
 from sparqlnav.context import RunContext, Turn
-from sparqlnav.conversation import Conversation, ConversationStore
+from sparqlnav.conversation import Conversation, Conversations, ConversationStore
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.limits import (
     MAX_BODY_BYTES,
@@ -30,6 +31,7 @@ from sparqlnav.faces.limits import (
     InputRefused,
     shown,
 )
+from sparqlnav.faces.state import LocalSlots, LocalState, Slots, StateStore, StateUnavailable
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable
@@ -63,6 +65,7 @@ class ServeConfig:
     kgs: Mapping[str, str] = field(default_factory=dict)  # name -> --kg spec; first = default; none: demo
     host: str = "127.0.0.1"
     strategy: str = "auto"
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)  # `serve -o KEY=VALUE`: the default strategy's
     text2sparql_strategy: str | None = None  # None: `strategy`
     datasets: Mapping[str, str] = field(default_factory=dict)  # TEXT2SPARQL dataset id -> KG name
     token: str | None = None  # bearer token for /api, /mcp, /text2sparql (None: open)
@@ -136,6 +139,17 @@ def parse_kgs(values: Iterable[str]) -> dict[str, str]:
             name, n = f"{base}-{n}", n + 1
         out[name] = spec
     return out
+
+
+def strategy_with_options(make: Callable[..., Strategy], settings: Settings, config: ServeConfig) -> StrategyFactory:
+    """Strategies by name from `make` (make_strategy); the server's default one gets its `serve -o` options
+    (`serve -s build -o target=sql` on a database)."""
+
+    def made(name: str, llm: LLMConfig | None) -> Strategy:
+        options = dict(config.strategy_options) if name == config.strategy else {}
+        return make(name, llm, settings=settings, **options)
+
+    return made
 
 
 def parse_pairs(values: Iterable[str]) -> dict[str, str]:
@@ -230,6 +244,10 @@ class KGPool:
                 log.info("kg opened", extra={"fields": {"kg": name, "description": graph.description}})
         return graph
 
+    def is_open(self, name: str) -> bool:
+        """Whether the KG called `name` is open."""
+        return name in self._open
+
     def describe(self, *, paths: bool = True) -> list[dict[str, Any]]:
         """Name and description of each KG (description once opened); without `paths`, local graphs are
         described without the files they came from (the server's file system is nobody else's business)."""
@@ -275,25 +293,33 @@ class Job:
 class Workers:
     """A bounded pool of worker threads: a call beyond the bound is refused at once (Saturated), not queued.
 
-    `active` counts the runs some request still waits for. A request that gives up frees its slot at once
-    (`abandon`) and cancels its run, which stops at its next step or socket read; a call that cannot be
-    interrupted (a local index lookup) may keep its thread a moment longer. `finishing` counts those; they run
-    on `spare` extra threads so they delay nobody, and only when the spare is used up too are calls refused.
+    `slots` count the runs some request still waits for: in this process, or across every worker of the server
+    when the state store is shared (SPARQLNAV_STATE_URL), so `max_concurrent` bounds the server, not each
+    process. A request that gives up frees its slot at once (`abandon`) and cancels its run, which stops at its
+    next step or socket read; a call that cannot be interrupted (a local index lookup) may keep its thread a
+    moment longer. `finishing` counts those; they run on `spare` extra threads so they delay nobody, and only when
+    the spare is used up too are calls refused.
     """
 
-    def __init__(self, size: int, spare: int | None = None) -> None:
+    def __init__(self, size: int, spare: int | None = None, *, slots: Slots | None = None) -> None:
         self.size = size
         self.spare = size if spare is None else spare
+        self.slots: Slots = slots if slots is not None else LocalSlots(size)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=size + self.spare, thread_name_prefix="sparqlnav-run"
         )
         self._lock = threading.Lock()
-        self._held: set[concurrent.futures.Future[Any]] = set()
+        self._held: dict[concurrent.futures.Future[Any], str] = {}  # this process's runs -> their slot tickets
         self._finishing: set[concurrent.futures.Future[Any]] = set()
 
     @property
     def active(self) -> int:
-        """Runs a request is waiting for (the slots in use)."""
+        """Runs a request is waiting for (the slots in use: the whole server's when they are shared)."""
+        return self.slots.in_use()
+
+    @property
+    def local_active(self) -> int:
+        """Runs a request is waiting for in this process."""
         return len(self._held)
 
     @property
@@ -304,26 +330,37 @@ class Workers:
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         """Run `fn` in a worker; raise Saturated when all slots are busy."""
         with self._lock:
-            if len(self._held) >= self.size:
-                raise Saturated(f"the server is busy ({self.size} runs in progress); try again shortly")
             if len(self._held) + len(self._finishing) >= self.size + self.spare:
                 raise Saturated(f"the server is busy ({len(self._finishing)} cancelled runs still finishing); try again shortly")
-            future = self._pool.submit(fn)
-            self._held.add(future)
+            ticket = self.slots.acquire()
+            if ticket is None:
+                raise Saturated(f"the server is busy ({self.slots.size} runs in progress); try again shortly")
+            try:
+                future = self._pool.submit(fn)
+            except BaseException:
+                self.slots.release(ticket)
+                raise
+            self._held[future] = ticket
         future.add_done_callback(self._release)
         return future
 
     def abandon(self, future: concurrent.futures.Future[Any]) -> None:
         """The request gave up on this run: its slot is free from now on, whenever its thread returns."""
         with self._lock:
-            if future in self._held and not future.done():
-                self._held.discard(future)
+            ticket = self._held.pop(future, None) if not future.done() else None
+            if ticket is not None:
                 self._finishing.add(future)
+        if ticket is not None:
+            with contextlib.suppress(StateUnavailable):  # the store takes the ticket back after its hold time
+                self.slots.release(ticket)
 
     def _release(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
-            self._held.discard(future)
+            ticket = self._held.pop(future, None)
             self._finishing.discard(future)
+        if ticket is not None:
+            with contextlib.suppress(StateUnavailable):  # the store takes the ticket back after its hold time
+                self.slots.release(ticket)
 
     def close(self) -> None:
         """Stop taking work; running calls finish on their own."""
@@ -369,10 +406,12 @@ class Service:
     indexes: KGIndexes  # the KGs' retrieval indexes, shared by the tool routes and MCP
     tools: Registry = TOOLKIT_TOOLS  # what the tool routes and MCP offer
     mcp_tools: McpTools | None = None
-    conversations: ConversationStore = field(default_factory=ConversationStore)  # shared with MCP
+    conversations: Conversations = field(default_factory=ConversationStore)  # shared with MCP
     starters: StarterQuestions | None = None  # example questions per KG (None: made from `indexes` on first use)
+    state: StateStore = field(default_factory=LocalState)  # where conversations, counters and slots live
 
     strategies: dict[str, Strategy] = field(default_factory=dict)
+    streams: set[asyncio.Queue[tuple[str, Any]]] = field(default_factory=set)  # open /api/ask/stream responses
     _strategy_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def shared_strategy(self, name: str, llm: LLMConfig | None) -> Strategy:
@@ -407,6 +446,12 @@ class Service:
                 if callable(close):
                     close()
             self.strategies.clear()
+
+    def end_streams(self) -> None:
+        """This worker is stopping: each open stream stops its run and ends with an error event (on the event
+        loop), so its client asks again, on another worker, rather than wait for a cut connection."""
+        for queue in list(self.streams):
+            queue.put_nowait(("stopping", None))
 
     def starter_questions(self) -> StarterQuestions:
         """The example questions of each KG, found once per server."""
@@ -498,7 +543,7 @@ class Service:
 
         try:
             future = self.workers.submit(work)
-        except Saturated as exc:
+        except (Saturated, StateUnavailable) as exc:
             raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
         return Job(trace, future, signal, self.workers)
 
@@ -527,7 +572,7 @@ class Service:
         """`run` for the API's routes: HTTP 503 when busy, 504 when late."""
         try:
             return await self.run(fn, timeout_s)
-        except Saturated as exc:
+        except (Saturated, StateUnavailable) as exc:
             raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
         except RunTimedOut as exc:
             raise HTTPException(504, str(exc)) from None
@@ -555,5 +600,7 @@ def run_failure(exc: BaseException) -> HTTPException:
 
     if isinstance(exc, LLMError):
         return HTTPException(502, f"the LLM failed: {one_line(exc)}")
+    if isinstance(exc, StateUnavailable):
+        return HTTPException(503, one_line(exc))
     log.error("run failed", exc_info=exc)
     return HTTPException(500, f"the run failed: {one_line(exc)}")
