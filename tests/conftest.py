@@ -72,3 +72,13 @@ def demo(settings: Settings) -> Iterator[KnowledgeGraph]:
     """The bundled demo KG."""
     with open_kg("demo", settings) as graph:
         yield graph
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kept_engines_end_with_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Local engines are kept running between processes for their idle period (graph/keeper); the session's own end
+    with it, so a run of the suite leaves no engine behind."""
+    yield
+    from sparqlnav.graph.keeper import stop_kept
+
+    stop_kept(tmp_path_factory.getbasetemp())

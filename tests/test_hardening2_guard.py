@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -388,7 +389,9 @@ def test_the_parser_tries_a_prefixed_name_once_per_run() -> None:
             return self.pattern.match(text, pos)
 
     for key, lexer in lexers.items():
-        parser._LEXERS[key] = parser._Lexer(Counting(lexer.token), lexer.token_no_pname, lexer.name_run)  # type: ignore[arg-type]
+        counting = parser._Lexer(lexer._names)
+        counting.token = Counting(lexer.token)  # type: ignore[assignment]
+        parser._LEXERS[key] = counting
     try:
         for n in (100, 10_000):
             counts["full"] = 0
@@ -416,3 +419,22 @@ def test_the_long_query_of_the_report_is_answered_at_once(settings: Settings, ti
         answered = client.post("/api/sparql", json={"query": query})
     assert answered.status_code == 400, answered.text[:300]
     assert answered.json()["outcome"] == "syntax_error" and "could not read the query completely" in answered.json()["detail"]
+
+
+def test_name_classes_written_as_complements_hold_the_same_characters() -> None:
+    """The lexers' Unicode classes are compiled from their complements (faster to compile): on every code point,
+    each complement matches exactly what the class as the grammar writes it matches."""
+    every = "".join(chr(c) for c in range(0x110000))
+    tail = r"0-9\u00b7\u0300-\u036f\u203f-\u2040"
+    for astral in ("", "\U00010000-\U000effff"):  # Oxigraph's names stop at U+FFFD; SPARQL 1.1's go on
+        base = parser._PN_CHARS_BASE_BMP + astral
+        chars = base + "_" + r"\-" + tail
+        for body in (base, chars, chars + ":", base + "_0-9", base + "_:0-9", base + "_" + tail):
+            fast = parser.char_class(body)
+            assert fast.startswith("[^")  # the cheaper form was chosen
+            kept = re.compile(f"[{body}]++").sub("", every)
+            assert re.compile(fast + "++").sub("", every) == kept, body
+            assert len(every) - len(kept) > 50_000 if astral == "" else len(every) - len(kept) > 900_000
+    assert parser.char_class("a-z_") == "[a-z_]"  # a small class is left as it is
+    assert parser.class_ranges(r"a-c\-x\u00e9") == [(ord("-"), ord("-")), (ord("a"), ord("c")), (ord("x"), ord("x")),
+                                                    (0xE9, 0xE9)]

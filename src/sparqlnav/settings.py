@@ -45,6 +45,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("limits", "max_rows"): ("SPARQLNAV_MAX_ROWS",),
     ("limits", "max_bytes"): ("SPARQLNAV_MAX_BYTES",),
     ("limits", "engine_memory_bytes"): ("SPARQLNAV_ENGINE_MEMORY",),
+    ("limits", "engine_idle_s"): ("SPARQLNAV_ENGINE_IDLE",),
     ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
     ("remote", "headers"): ("SPARQLNAV_HEADERS",),
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),

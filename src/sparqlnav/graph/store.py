@@ -50,6 +50,14 @@ from sparqlnav.graph.entities import (
     as_ntriples_bounded,
     check_entity_expansion,
 )
+from sparqlnav.graph.keeper import (
+    Registration,
+    ServerFolder,
+    ServerState,
+    keeper_command,
+    process_start,
+)
+from sparqlnav.graph.keeper import kill as kill_process
 from sparqlnav.graph.netjail import PEAK_MEMORY_MARK, jail_command
 from sparqlnav.graph.progress import CountingReader, ProgressStep, Reporter
 from sparqlnav.sparql.prefixes import spell_out_names
@@ -446,12 +454,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _answers(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        return True
+    return False
+
+
+def _open_log(path: Path) -> IO[bytes] | None:
+    """A kept engine's log, for reading what it said (its memory ceiling); None when it is gone."""
+    try:
+        return open(path, "rb")
+    except OSError:
+        return None
+
+
 class OxigraphServer:
     """One `oxigraph serve-read-only` process on 127.0.0.1, started on demand and killed on timeouts.
 
     It runs inside `graph/netjail` (a network namespace from which only `allowed` endpoints can be reached, so
     no reading of a query the guard let through can make it call anywhere else) with a heap ceiling of
     `memory_bytes`; a query that needs more ends the process, which is restarted like after a crash.
+
+    With `idle_s` > 0 the process is kept (`graph/keeper`): it outlives this object and its process, is found and
+    used by the next process serving the same store with the same configuration, and ends once nobody has used it
+    for `idle_s` seconds. Killing it on a timeout stops it for every process; each of them restarts or finds the
+    next one. With `idle_s` 0 it ends with this process, as before.
     """
 
     def __init__(
@@ -461,14 +489,20 @@ class OxigraphServer:
         startup_s: float = 20.0,
         allowed: Iterable[str] = (),
         memory_bytes: int | None = None,
+        idle_s: float = 0.0,
     ) -> None:
         self.data_dir = data_dir
         self.startup_s = startup_s
         self.allowed = list(allowed)
         self.memory_bytes = memory_bytes
+        self.idle_s = idle_s
         self.port = 0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None  # the process this object started (launcher or keeper)
+        self._kept: ServerState | None = None  # the kept engine in use (started here or found)
+        self._folder = self._kept_folder() if idle_s > 0 else None
+        self._user: Registration | None = None
         self._log: IO[bytes] | None = None
+        self._log_name = ""  # a kept engine's log, in its folder
         self._lock = threading.Lock()
         self.restarts = 0
         self.generation = 0  # bumped at each start
@@ -477,20 +511,83 @@ class OxigraphServer:
         self._active = 0
         self._peak: dict[int, int] = {}  # generation -> most queries in flight at once
 
+    def _config(self) -> str:
+        """What an engine of this data is started with: a kept engine is only used by processes that agree."""
+        parts = [str(self.data_dir.resolve()), oxigraph_binary(), repr(self.memory_bytes), *sorted(self.allowed)]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+    def _kept_folder(self) -> ServerFolder | None:
+        """The kept engine's folder inside the store (beside its database); None when it cannot be made there
+        (a read-only home): the engine then ends with this process."""
+        folder = ServerFolder(self.data_dir.parent / ".servers" / self._config())
+        try:
+            folder.make()
+        except OSError as exc:
+            log.info("not keeping the engine of %s running between calls: %s", self.data_dir.parent, exc)
+            return None
+        return folder
+
     @property
     def url(self) -> str:
         """The SPARQL query URL (valid once started)."""
         return f"http://127.0.0.1:{self.port}/query"
 
+    @property
+    def kept(self) -> bool:
+        """Whether the engine is kept running between processes."""
+        return self._folder is not None
+
+    def running(self) -> bool:
+        """Whether the engine process (or its keeper) is alive."""
+        if self._kept is not None:
+            if self._proc is not None:
+                self._proc.poll()  # our child: reaped when it ends, so it does not count as running
+            return process_start(self._kept.pid) == self._kept.started
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The id of the process this object stops on a timeout (the keeper or the launcher); None when none."""
+        if not self.running():
+            return None
+        return self._kept.pid if self._kept is not None else (self._proc.pid if self._proc is not None else None)
+
     def ensure_running(self) -> str:
-        """Start the process if it is not running; return its query URL."""
+        """Start the process if it is not running (or use the kept one); return its query URL."""
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
+            if self.running():
                 return self.url
-            self._start()
+            if self._folder is not None:
+                self._find_or_start(self._folder)
+            else:
+                self._start()
             return self.url
 
-    def _start(self) -> None:
+    def _find_or_start(self, folder: ServerFolder) -> None:
+        """Use the folder's engine when it runs and answers, else start one and record it (under the folder's
+        lock, so two processes arriving at once start one engine, not two)."""
+        self._kill()
+        with folder.locked():
+            if self._user is None:
+                self._user = folder.attach()  # under the lock: the keeper cannot decide it is unused meanwhile
+            state = folder.read_state()
+            config = self._config()
+            if state is not None and state.config == config and process_start(state.pid) == state.started \
+                    and _answers(state.port):
+                self._kept, self.port = state, state.port
+                self._log = _open_log(folder.path / state.log)
+                self.generation += 1
+                return
+            if state is not None:
+                kill_process(state.pid, state.started)
+                folder.clear_state(state.pid)
+            self._start(folder)
+            assert self._proc is not None
+            started = process_start(self._proc.pid) or ""
+            self._kept = ServerState(self._proc.pid, started, self.port, self._log_name, config)
+            folder.write_state(self._kept)
+
+    def _start(self, folder: ServerFolder | None = None) -> None:
         last_error = ""
         for attempt in range(3):
             # Keep the port across restarts when it is still free, so clients keep their URL.
@@ -507,21 +604,27 @@ class OxigraphServer:
             ]  # no --timeout-s: it keeps a sleeping thread per request for that long (2 MiB of stack each, thousands
             # a minute under lexical's query bursts), and the client's deadline kills what overruns anyway
             cmd = jail_command(engine, port=self.port, allowed=self.allowed, memory_bytes=self.memory_bytes)
-            # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
-            self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
-            self._proc = _SPAWNER.popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log
-            )
+            if folder is None:
+                # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
+                self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
+                self._proc = _SPAWNER.popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log
+                )
+            else:
+                # A session of its own and no parent-death signal: the keeper outlives this process on purpose.
+                self._log_name = f"engine-{os.getpid()}-{time.monotonic_ns()}.log"
+                self._log = open(folder.path / self._log_name, "w+b")  # noqa: SIM115 - closed in _kill
+                self._proc = subprocess.Popen(
+                    keeper_command(folder.path, self.idle_s, self._log_name, cmd),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True,
+                )
             deadline = time.monotonic() + self.startup_s
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
                     self._log.seek(0)
                     last_error = self._log.read(2000).decode(errors="replace")
                     break
-                with (
-                    contextlib.suppress(OSError),
-                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
-                ):
+                if _answers(self.port):
                     self.generation += 1
                     return
                 time.sleep(0.02)
@@ -529,6 +632,14 @@ class OxigraphServer:
         raise RuntimeError(f"the local Oxigraph server did not start: {last_error.strip()[:300]}")
 
     def _kill(self) -> None:
+        if self._kept is not None:
+            kill_process(self._kept.pid, self._kept.started)  # the engine dies with its keeper
+            if self._folder is not None:
+                with contextlib.suppress(OSError), self._folder.locked():
+                    self._folder.clear_state(self._kept.pid)  # only if no other process replaced it already
+                with contextlib.suppress(OSError):
+                    (self._folder.path / self._kept.log).unlink()
+            self._kept = None
         if self._proc is not None:
             if self._proc.poll() is None:
                 self._proc.kill()
@@ -561,37 +672,43 @@ class OxigraphServer:
         """A query counted by begin_query is done."""
         with self._lock:
             self._active -= 1
+        if self._folder is not None:
+            self._folder.touch()  # what the keeper's idle period counts from
 
     def memory_death(self, generation: int, *, wait_s: float = 2.0) -> tuple[bool, bool]:
         """Whether the process of `generation` ended on the memory ceiling, and whether it ran no other query
         at the time (so the query that saw it go is the one that needed the memory)."""
         with self._lock:
-            proc = self._proc if generation == self.generation else None
-        if proc is not None:
+            current = generation == self.generation
+        if current:
             # The connection drops a moment before the process is gone; waited for without the lock, so other
             # threads' queries are not held up meanwhile.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=wait_s)
+            deadline = time.monotonic() + wait_s
+            while self.running() and time.monotonic() < deadline:
+                time.sleep(0.01)
         with self._lock:
-            if proc is not None and proc is self._proc and self._log is not None and proc.poll() is not None \
+            if current and generation == self.generation and self._log is not None and not self.running() \
                     and self._ran_out_of_memory():
                 self._memory_deaths.add(generation)
-            return generation in self._memory_deaths, self._peak.get(generation, 0) <= 1
+            alone = self._peak.get(generation, 0) <= 1
+            if alone and self._folder is not None and self._user is not None:
+                alone = self._folder.users(besides=self._user) == 0  # another process's query may have been in flight
+            return generation in self._memory_deaths, alone
 
     def engine_pid(self) -> int | None:
         """The engine process's id (the launcher's child), for measuring it; None when not running."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
+        top = self.pid
+        if top is None:
             return None
-        try:
-            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        except OSError:
-            return None
-        for child in children:  # the launcher's children: its door and the engine
+        seen, todo = [], [top]
+        while todo:  # the keeper's child is the launcher; the launcher's children its door and the engine
+            pid = todo.pop()
+            seen.append(pid)
             with contextlib.suppress(OSError):
-                if Path(f"/proc/{child}/comm").read_text().strip() == "oxigraph":
-                    return int(child)
-        return proc.pid  # run directly (no namespace): the launcher's own process is gone into the engine
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "oxigraph":
+                    return pid
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return None
 
     def restart(self, generation: int | None = None) -> None:
         """Kill the process (stopping whatever it was computing); the next query starts a new one.
@@ -606,9 +723,20 @@ class OxigraphServer:
             self.restarts += 1
 
     def stop(self) -> None:
-        """Stop the process for good."""
+        """Stop the process for good (a kept one is only let go of: it ends when unused for its idle period)."""
         with self._lock:
-            self._kill()
+            if self._folder is None:
+                self._kill()
+                return
+            if self._user is not None:
+                with contextlib.suppress(OSError):
+                    self._folder.detach(self._user)
+                self._user = None
+            self._kept = None
+            self._proc = None  # not waited for: it is meant to outlive this process
+            if self._log is not None:
+                self._log.close()
+                self._log = None
 
 
 class LocalGraph:
@@ -631,6 +759,7 @@ class LocalGraph:
             info.data_dir,
             allowed=self._allowed,
             memory_bytes=self.limits.engine_memory_bytes,
+            idle_s=self.limits.engine_idle_s,
         )
         self._http = http
         self._remote: RemoteEndpoint | None = None

@@ -11,6 +11,7 @@ executed SERVICE clause makes an HTTP call. Grammar: https://www.w3.org/TR/sparq
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -244,22 +245,89 @@ class NameRules:
     varname: str
 
 
+_MAX_CODE = 0x10FFFF
+_BMP_END = 0xFFFF
+
+
+def class_ranges(body: str) -> list[tuple[int, int]]:
+    """The code point ranges of a character class's body as these rules write them (characters, `a-b` ranges,
+    `\\-`, `\\uXXXX` and `\\UXXXXXXXX`), sorted and merged."""
+    codes: list[int | None] = []  # None: the dash of a range
+    i = 0
+    while i < len(body):
+        if body[i] == "\\":
+            width = {"u": 4, "U": 8}.get(body[i + 1], 0)
+            codes.append(int(body[i + 2 : i + 2 + width], 16) if width else ord(body[i + 1]))
+            i += 2 + width
+        else:
+            dash = body[i] == "-" and bool(codes) and codes[-1] is not None and i + 1 < len(body)
+            codes.append(None if dash else ord(body[i]))
+            i += 1
+    ranges: list[tuple[int, int]] = []
+    k = 0
+    while k < len(codes):
+        low = codes[k]
+        assert low is not None
+        high = codes[k + 2] if k + 2 < len(codes) and codes[k + 1] is None else None
+        ranges.append((low, low if high is None else high))
+        k += 1 if high is None else 3
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def _escaped(code: int) -> str:
+    return f"\\U{code:08x}" if code > _BMP_END else f"\\u{code:04x}"
+
+
+def char_class(body: str) -> str:
+    """`[body]`, or the same set of characters written as a negated class when that compiles faster.
+
+    Python's regex compiler visits every BMP character of every range in a class, one by one: Unicode name
+    classes (53,000 characters each, eleven in one lexer) made compiling the lexers a tenth of a CLI call. Their
+    complements hold a fifth as many. tests/test_hardening2_guard.py checks both spell the same set on every code
+    point.
+    """
+    ranges = class_ranges(body)
+    gaps, start = [], 0
+    for low, high in ranges:
+        if low > start:
+            gaps.append((start, low - 1))
+        start = high + 1
+    if start <= _MAX_CODE:
+        gaps.append((start, _MAX_CODE))
+
+    def cost(spans: list[tuple[int, int]]) -> int:
+        return sum(min(high, _BMP_END) - low + 1 for low, high in spans if low <= _BMP_END)
+
+    if cost(gaps) >= cost(ranges):
+        return f"[{body}]"
+    return "[^" + "".join(_escaped(lo) if lo == hi else f"{_escaped(lo)}-{_escaped(hi)}" for lo, hi in gaps) + "]"
+
+
 def _names(*, oxigraph: bool) -> NameRules:
     base = _PN_CHARS_BASE_BMP + ("" if oxigraph else "\U00010000-\U000effff")
     chars_u = base + "_"
     chars = chars_u + r"\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
-    prefix = rf"[{base}][{chars}]*+(?:\.++[{chars}]++)*+"
-    first = rf"(?:[{chars_u}:0-9]|{_PLX})"
+    c_base, c_chars, c_local = char_class(base), char_class(chars), char_class(chars + ":")
+    c_first = char_class(chars_u + "0-9")
+    c_var = char_class(chars_u + r"0-9\u00b7\u0300-\u036f\u203f-\u2040")
+    prefix = rf"{c_base}{c_chars}*+(?:\.++{c_chars}++)*+"
+    first = rf"(?:{char_class(chars_u + ':0-9')}|{_PLX})"
     if oxigraph:
-        local = rf"{first}(?:[{chars}:]|{_PLX})*+(?:\.++(?:[{chars}:]|{_PLX})++)?+"
+        local = rf"{first}(?:{c_local}|{_PLX})*+(?:\.++(?:{c_local}|{_PLX})++)?+"
     else:  # dots anywhere but at the end
-        local = rf"{first}(?:[{chars}:]|{_PLX}|\.++(?=[{chars}:]|{_PLX}))*+"
+        local = rf"{first}(?:{c_local}|{_PLX}|\.++(?={c_local}|{_PLX}))*+"
     return NameRules(
         pn_prefix=prefix,
         pn_local=local,
         pname=rf"(?:{prefix})?+:(?:{local})?+",
-        blank_node=rf"_:[{chars_u}0-9][{chars}]*+(?:\.++[{chars}]++)*+",
-        varname=rf"[{chars_u}0-9][{chars_u}0-9\u00b7\u0300-\u036f\u203f-\u2040]*+",
+        blank_node=rf"_:{c_first}{c_chars}*+(?:\.++{c_chars}++)*+",
+        varname=rf"{c_first}{c_var}*+",
     )
 
 
@@ -267,44 +335,55 @@ SPARQL_NAMES = _names(oxigraph=False)
 OXIGRAPH_NAMES = _names(oxigraph=True)
 
 
-@dataclass(frozen=True)
 class _Lexer:
-    token: re.Pattern[str]
+    """One dialect's token patterns, each compiled on first use: their Unicode classes take tens of milliseconds
+    to compile, and most processes never need `token_no_pname` (or one of the dialects)."""
+
+    def __init__(self, names: NameRules) -> None:
+        self._names = names
+
+    @functools.cached_property
+    def token(self) -> re.Pattern[str]:
+        """Any token."""
+        return re.compile("|".join(self._parts(pname=True)))
+
     # Inside a run of name characters that made no prefixed name (`true-true-…`, `a.a.a…`), no later position can
     # start one either (it would end where the first attempt ended): lexing there leaves the PNAME attempt out, so a
     # long run is scanned a fixed number of times, not once per word in it.
-    token_no_pname: re.Pattern[str]
-    name_run: re.Pattern[str]
+    @functools.cached_property
+    def token_no_pname(self) -> re.Pattern[str]:
+        """Any token but a prefixed name."""
+        return re.compile("|".join(self._parts(pname=False)))
+
+    @functools.cached_property
+    def name_run(self) -> re.Pattern[str]:
+        """A run of prefix-name characters."""
+        return re.compile(self._names.pn_prefix)
+
+    def _parts(self, *, pname: bool) -> list[str]:
+        names = self._names
+        return [
+            rf"(?P<IRI>{IRIREF})",
+            rf"(?P<LSTRING1>'''(?:(?:''|')?+(?:[^'\\]|{_ECHAR}))*+''')",
+            rf'(?P<LSTRING2>"""(?:(?:""|")?+(?:[^"\\]|{_ECHAR}))*+""")',
+            rf"(?P<STRING1>'(?:[^'\\\n\r]|{_ECHAR})*+')",
+            rf'(?P<STRING2>"(?:[^"\\\n\r]|{_ECHAR})*+")',
+            rf"(?P<VAR>[?$]{names.varname})",
+            rf"(?P<BNODE>{names.blank_node})",
+            *([rf"(?P<PNAME>{names.pname})"] if pname else []),
+            rf"(?P<LANGTAG>{LANGTAG})",
+            r"(?P<DOUBLE>(?:[0-9]++\.[0-9]*+|\.[0-9]++|[0-9]++)[eE][+-]?[0-9]++)",
+            r"(?P<DECIMAL>[0-9]*+\.[0-9]++)",
+            r"(?P<INTEGER>[0-9]++)",
+            r"(?P<NIL>\([ \t\r\n]*+\))",  # whitespace only: no comment inside NIL or ANON
+            r"(?P<ANON>\[[ \t\r\n]*+\])",
+            r"(?P<WORD>[A-Za-z_][A-Za-z0-9_]*+)",
+            # SPARQL 1.2: <<( )>> triple terms, << >> reified triples, {| |} annotations, ~ reifiers.
+            r"(?P<PUNCT><<\(|\)>>|<<|>>|\{\||\|\}|\^\^|&&|\|\||!=|<=|>=|[{}()\[\].,;|/^*+?!=<>\-~])",
+        ]
 
 
-def _lexer(names: NameRules) -> _Lexer:
-    parts = [
-        rf"(?P<IRI>{IRIREF})",
-        rf"(?P<LSTRING1>'''(?:(?:''|')?+(?:[^'\\]|{_ECHAR}))*+''')",
-        rf'(?P<LSTRING2>"""(?:(?:""|")?+(?:[^"\\]|{_ECHAR}))*+""")',
-        rf"(?P<STRING1>'(?:[^'\\\n\r]|{_ECHAR})*+')",
-        rf'(?P<STRING2>"(?:[^"\\\n\r]|{_ECHAR})*+")',
-        rf"(?P<VAR>[?$]{names.varname})",
-        rf"(?P<BNODE>{names.blank_node})",
-        rf"(?P<PNAME>{names.pname})",
-        rf"(?P<LANGTAG>{LANGTAG})",
-        r"(?P<DOUBLE>(?:[0-9]++\.[0-9]*+|\.[0-9]++|[0-9]++)[eE][+-]?[0-9]++)",
-        r"(?P<DECIMAL>[0-9]*+\.[0-9]++)",
-        r"(?P<INTEGER>[0-9]++)",
-        r"(?P<NIL>\([ \t\r\n]*+\))",  # whitespace only: no comment inside NIL or ANON
-        r"(?P<ANON>\[[ \t\r\n]*+\])",
-        r"(?P<WORD>[A-Za-z_][A-Za-z0-9_]*+)",
-        # SPARQL 1.2: <<( )>> triple terms, << >> reified triples, {| |} annotations, ~ reifiers.
-        r"(?P<PUNCT><<\(|\)>>|<<|>>|\{\||\|\}|\^\^|&&|\|\||!=|<=|>=|[{}()\[\].,;|/^*+?!=<>\-~])",
-    ]
-    return _Lexer(
-        re.compile("|".join(parts)),
-        re.compile("|".join(p for p in parts if not p.startswith("(?P<PNAME>"))),
-        re.compile(names.pn_prefix),
-    )
-
-
-_LEXERS = {False: _lexer(SPARQL_NAMES), True: _lexer(OXIGRAPH_NAMES)}
+_LEXERS = {False: _Lexer(SPARQL_NAMES), True: _Lexer(OXIGRAPH_NAMES)}
 _SKIP = re.compile(_WS)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _GLUED = re.compile(

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
@@ -26,11 +26,12 @@ from sparqlnav.llm.client import LLMConfig
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
 from sparqlnav.retrieval.indexes import index_errors
 from sparqlnav.settings import CascadeSettings, Settings
-from sparqlnav.strategies import explore as explore_module
 from sparqlnav.strategies import lexical as lexical_module
-from sparqlnav.strategies import retrieve as retrieve_module
 from sparqlnav.strategies.check import AnswerCheck, Doubt, evidence_doubt, lexical_doubt, shown_rows
 from sparqlnav.trace import Trace
+
+if TYPE_CHECKING:  # imported when the cascade is built with an LLM: without one, lexical alone runs (and starts fast)
+    from sparqlnav.strategies import retrieve as retrieve_module
 
 ARROW = "→"
 HANDOVER_ENTITIES = 12  # labelled IRIs a handover names: enough to start from, few enough to read
@@ -279,6 +280,9 @@ def create(
     first = lexical or lexical_module.create(**lexical_options)
     if llm is None:
         return first
+    from sparqlnav.strategies import explore as explore_module
+    from sparqlnav.strategies import retrieve as retrieve_module
+
     # The registry builds strategies without settings: read them once, as the entry points do.
     settings = settings if settings is not None else Settings.from_env()
     if retrieve is None:
