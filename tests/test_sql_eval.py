@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.evaluation.datasets import Question, load_dataset
 from sparqlnav.evaluation.gold import freeze_gold, load_frozen
 from sparqlnav.evaluation.runner import make_record
@@ -176,3 +177,69 @@ def test_an_answer_in_sql_is_run_again_and_scored_against_the_gold_sql(tmp_path:
     record = make_record(questions[4], golds["q5"], {"sql": reversed_top}, Trace(), sql_run=runner(reversed_top))
     assert record["ex"] == 0.0 and record["row_f1"] == 1.0
     assert record["ex_reason"] == "the gold's rows in another order (a ranking)"
+
+
+def act(tool: str, **arguments: Any) -> Reply:
+    """A policy reply: one native tool call."""
+    return Reply(text="", tool_calls=[Call(tool, arguments)])
+
+
+# The SQL builder's steps for DATASET, question by question (one worker asks them in order), then the answer writer.
+BUILDER_SCRIPT = [
+    act("add_table", table="stores"), act("add_aggregate", function="count"), act("execute"),
+    Reply(text="There are 4 stores."),
+    act("add_table", table="stores"), act("add_join", from_column="stores.city_id", to_column="cities.id"),
+    act("add_condition", column="cities.name", op="=", value="Toulouse"),
+    act("set_answer_columns", columns=["stores.name", "stores.id"]), act("execute"),
+    Reply(text="Riverside and Old Town."),
+    act("add_table", table="products"), act("add_condition", column="products.name", op="=", value="Olive Oil"),
+    act("set_answer_columns", columns=["products.name", "products.price"]), act("execute"),
+    Reply(text="Olive Oil costs 12.90."),
+    act("add_table", table="products"),
+    act("add_condition", column="products.name", op="=", value="Dark Chocolate"),
+    act("set_answer_columns", columns=["products.organic"]), act("execute"),
+    Reply(text="No, it is not organic."),
+    act("add_table", table="products"), act("set_order", by="products.price", direction="desc", limit=3),
+    act("set_answer_columns", columns=["products.name"]), act("execute"),
+    Reply(text="Espresso Beans, Olive Oil and Basmati Rice."),
+    act("add_table", table="products"), act("set_order", by="products.price", direction="asc", limit=1),
+    act("set_answer_columns", columns=["products.id"]), act("execute"),
+    Reply(text="Dark Chocolate."),
+]  # fmt: skip
+# The count under another name, the stores with their columns swapped, the yes/no as its one 0 cell, the ranking in
+# its order and the cheapest product are the gold's results; the price beside its product's name is one column too
+# many (row F1 still 1).
+BUILDER_EX = {"q1": 1.0, "q2": 1.0, "q3": 0.0, "q4": 1.0, "q5": 1.0, "q6": 1.0}
+
+
+def test_eval_the_sql_builder_scored_against_the_gold_sql(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    db = make_shop(tmp_path / "shop.db")
+    dataset = write_dataset(tmp_path / "shop-questions.json", DATASET)
+    home, out = tmp_path / "home", tmp_path / "run"
+    scripted_llm.script(BUILDER_SCRIPT)
+    llm = {"OPENAI_BASE_URL": scripted_llm.base_url, "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model"}
+    res = run("eval", str(dataset), "--kg", f"sqlite://{db}", "--strategy", "build", "-o", "target=sql", "--out",
+              str(out), "--workers", "1", "--no-plots", "--json", home=home, env=llm)
+    assert res.returncode == 0, res.stderr
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    summary = json.loads(res.stdout)
+    found = records(out / "predictions.jsonl")
+    assert {q: r["ex"] for q, r in found.items()} == BUILDER_EX, {q: (r["sql"], r["ex_reason"]) for q, r in found.items()}
+    assert {r["scored_by"] for r in found.values()} == {"sql"} and all(r["sparql"] is None for r in found.values())
+    assert summary["ex"] == pytest.approx(5 / 6)
+    assert found["q3"]["row_f1"] == 1.0 and found["q3"]["ex_reason"] == "2 column(s), the gold has 1"
+    assert found["q4"]["gold"] == {"head": {}, "boolean": False}  # the gold SQL's SELECT EXISTS
+    assert found["q5"]["ordered"] is True and found["q5"]["failure"] == "correct"
+    assert summary["lpq"] == pytest.approx(len(BUILDER_SCRIPT) / 6)
+    assert "| execution accuracy (6 against gold SQL) | 0.833 |" in (out / "report.md").read_text()
+    # `score` re-scores the SQL answers from the predictions alone.
+    scored = run("score", str(out / "predictions.jsonl"), "--json", home=home)
+    assert scored.returncode == 0, scored.stderr
+    report = json.loads(scored.stdout)
+    assert {item["id"]: item["ex"] for item in report["items"]} == BUILDER_EX
+    assert report["overall"]["ex"] == pytest.approx(5 / 6)
+    # The build strategy in SPARQL is another experiment: it does not resume this folder.
+    assert json.loads((out / "run.json").read_text())["options"] == {"target": "sql"}
+    sparql = run("eval", str(dataset), "--kg", f"sqlite://{db}", "--strategy", "build", "--out", str(out),
+                 "--no-plots", home=home, env=llm)
+    assert sparql.returncode == 1 and "options={'target': 'sql'}, not {}" in sparql.stderr, sparql.stderr

@@ -63,7 +63,7 @@ PREDICTIONS = "predictions.jsonl"
 RUN_INFO = "run.json"
 FOLDS = "folds.json"
 # A resumed run must be the same experiment; these keys of run.json must not change between runs.
-IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "model", "answer_shape", "tolerance")
+IDENTITY_KEYS = ("dataset_sha256", "kg", "strategy", "options", "model", "answer_shape", "tolerance")
 # A run stops when this many questions in a row end on the same LLM failure: a dead or hanging server
 # then costs one wait, not one per question.
 STOP_AFTER_SAME_LLM_ERROR = 3
@@ -730,6 +730,7 @@ class EvalSpec:
     stop_after: int = STOP_AFTER_SAME_LLM_ERROR  # questions in a row failing on one LLM error (0: never stop)
     machine: bool = False  # the strategies answer in the machine shape (label columns dropped)
     tolerance: float = DEFAULT_TOLERANCE  # execution accuracy: relative tolerance of numbers
+    options: Mapping[str, Any] = field(default_factory=dict)  # the strategy's own (-o target=sql, --sources)
 
 
 def default_out_dir(dataset: Path, strategy: str) -> Path:
@@ -781,6 +782,8 @@ def evaluate(
         "dataset_sha256": hashlib.sha256(spec.dataset.read_bytes()).hexdigest(),
         "kg": spec.kg,
         "strategy": work.strategies[0].name,
+        # build -o target=sql and build in SPARQL are different experiments under one strategy name.
+        "options": {k: list(v) if isinstance(v, tuple | list) else v for k, v in sorted(spec.options.items())},
         "model": spec.model,
         "limit": spec.limit,
         "sample": spec.sample,

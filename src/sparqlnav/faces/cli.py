@@ -739,6 +739,7 @@ def eval_command(
         kg=kg,
         strategy=probe.name,
         out=out_dir or default_out_dir(dataset_file, probe.name + (f"-{sources.replace(',', '+')}" if sources else "")
+                                       + "".join(f"-{k}={v}" for k, v in sorted(option_pairs(option).items()))
                                        + ("-machine" if machine else "")),
         limit=limit,
         sample=sample,
@@ -753,6 +754,7 @@ def eval_command(
         stop_after=stop_after,
         machine=machine,
         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        options=knobs,
     )
     console = err()
     try:
