@@ -229,6 +229,8 @@ def test_eval_the_sql_builder_scored_against_the_gold_sql(scripted_llm: Scripted
     assert summary["ex"] == pytest.approx(5 / 6)
     assert found["q3"]["row_f1"] == 1.0 and found["q3"]["ex_reason"] == "2 column(s), the gold has 1"
     assert found["q4"]["gold"] == {"head": {}, "boolean": False}  # the gold SQL's SELECT EXISTS
+    # Row F1 reads only an xsd:boolean cell as a verdict: the 0 that EX reads as "no" is a table to it.
+    assert found["q4"]["row_f1"] == 0.0 and summary["row_f1"] == pytest.approx(5 / 6)
     assert found["q5"]["ordered"] is True and found["q5"]["failure"] == "correct"
     assert summary["lpq"] == pytest.approx(len(BUILDER_SCRIPT) / 6)
     assert "| execution accuracy (6 against gold SQL) | 0.833 |" in (out / "report.md").read_text()
