@@ -43,7 +43,7 @@ INSERT INTO employees VALUES
 RESEARCH = "Which employees work in the Research department?"
 
 
-def config(server: ScriptedLLM) -> LLMConfig:
+def config_llm(server: ScriptedLLM) -> LLMConfig:
     return LLMConfig(model="scripted-model", base_url=server.base_url, api_key="k", timeout_s=10, max_retries=0,
                      retry_backoff_s=0)
 
@@ -72,7 +72,7 @@ def sqlite_kg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGra
 def ask(server: ScriptedLLM, kg: KnowledgeGraph, question: str, script: list[Any], **options: Any) -> Answer:
     server.script(script)
     options.setdefault("target", "sql")
-    with create(config(server), embedder=None, **options) as strategy:
+    with create(config_llm(server), embedder=None, **options) as strategy:
         answer = strategy.run(question, kg, Trace())
     answer.trace.finish()
     assert server.problems == []
@@ -193,11 +193,11 @@ def test_sql_execution_error_and_a_self_join(scripted_llm: ScriptedLLM, sqlite_k
 
 def test_the_sql_target_needs_a_database_graph(scripted_llm: ScriptedLLM, demo: KnowledgeGraph) -> None:
     scripted_llm.script([])
-    with create(config(scripted_llm), embedder=None, target="sql") as strategy:
+    with create(config_llm(scripted_llm), embedder=None, target="sql") as strategy:
         answer = strategy.run("How many products are there?", demo, Trace())
     assert answer.status == "error" and "needs a graph opened from a database" in (answer.error or "")
     with pytest.raises(ValueError, match="target is one of sparql, sql, auto"):
-        create(config(scripted_llm), target="cypher")
+        create(config_llm(scripted_llm), target="cypher")
 
 
 def test_sql_tools_are_declared_once_with_their_arguments() -> None:
@@ -311,3 +311,32 @@ def test_sql_builder_answers_over_postgresql(scripted_llm: ScriptedLLM, postgres
     texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
     assert "operator does not exist: text = integer" in texts["sql_execution_error"]
     assert cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
+
+
+def test_http_and_mcp_show_the_sql(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph, tmp_path: Path) -> None:
+    """`serve -s build -o target=sql`: the server's default strategy takes its options; /api/ask answers with `sql`
+    (and `sparql` null) where a SPARQL answer has `sparql`; MCP's ask tool says "SQL:" where it says "SPARQL:"."""
+    from fastapi.testclient import TestClient
+    from mcp import Client
+
+    from sparqlnav.faces.http import ServeConfig, background, create_app
+    from test_mcp import run, text_of
+
+    scripted_llm.script(RESEARCH_SCRIPT)
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    config = ServeConfig(strategy="build", strategy_options={"target": "sql"}, allowed_hosts=("testserver",))
+    app = create_app(settings, config, llm=config_llm(scripted_llm), kgs={"company": sqlite_kg})
+    with TestClient(app) as client:
+        data = client.post("/api/ask", json={"question": RESEARCH}).json()
+    assert data["sparql"] is None and data["sql"].startswith('SELECT "employees"."name"\nFROM "employees"')
+    assert data["usage"]["sql_queries"] >= 5
+
+    async def body(client: Client) -> None:
+        got = await client.call_tool("ask", {"question": RESEARCH})
+        assert not got.is_error, text_of(got)
+        assert 'SQL:\nSELECT "employees"."name"' in text_of(got) and "SPARQL" not in text_of(got)
+
+    scripted_llm.script(RESEARCH_SCRIPT)
+    with background(create_app(settings, config, llm=config_llm(scripted_llm), kgs={"company": sqlite_kg})) as url:
+        run(url + "/mcp", body)
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0

@@ -965,6 +965,7 @@ def serve_command(
     host: Annotated[str | None, typer.Option("--host", help="Address to listen on (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port to listen on (default 8000).")] = None,
     strategy: Annotated[str | None, typer.Option("--strategy", "-s", help="Default strategy (auto, lexical, explore, …).")] = None,
+    option: OptionOpt = None,
     dataset: Annotated[
         list[str] | None,
         typer.Option("--dataset", help="TEXT2SPARQL dataset id mapped to a KG name: ID=NAME (repeatable). Without any, a one-KG server answers for every dataset."),
@@ -1007,7 +1008,8 @@ def serve_command(
         raise CliError(f"--port {port} is not a port number (0 to 65535)")
     for name, spec in (specs or {}).items():
         # Checked here: a KG that fails to open inside the server is reported with the server's traceback.
-        if not (spec in ("demo", "wikidata") or spec.startswith(("http://", "https://")) or Path(spec).expanduser().exists()):
+        if not (spec in ("demo", "wikidata") or spec.startswith(("http://", "https://")) or Path(spec).expanduser().exists()
+                or spec.lower().startswith(("sqlite:", "postgresql:", "postgres:"))):  # a database: checked as it opens
             raise CliError(f"--kg {name}: {spec} does not exist (give an RDF file or folder, an http(s):// endpoint, 'demo' or 'wikidata')")
     try:
         datasets = parse_pairs(dataset) if dataset else None
@@ -1018,6 +1020,7 @@ def serve_command(
         kgs=specs,
         host=host,
         strategy=strategy,
+        strategy_options=strategy_knobs(strategy or "", None, option) or None,
         datasets=datasets,
         token=token,
         rate_limit=rate_limit,
