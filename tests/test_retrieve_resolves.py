@@ -258,3 +258,22 @@ def test_a_yes_no_question_may_select_its_figures_and_the_explainer_words_them(
     assert "| 6 | 7 | false |" in shown.replace("  ", " ") or re.search(r"\|\s*6\s*\|\s*7\s*\|\s*false\s*\|", shown)
     assert answer.status == "answered" and answer.text.startswith("No — 6")
     assert "unsure" not in answer.extra
+
+
+def test_a_name_of_two_things_says_which_holds_the_data(tmp_path: Path) -> None:
+    """Two beasts named alike ("Caypup" and "caypup"): relay players could not tell which one held the data."""
+    ex, label = "http://beasts.example.org/", "http://www.w3.org/2000/01/rdf-schema#label"
+    lines = [f'<{ex}Beast> a <http://www.w3.org/2000/01/rdf-schema#Class> ; <{label}> "Beast" .',
+             f'<{ex}Caypup> a <{ex}Beast> ; <{label}> "Caypup" .',
+             f'<{ex}caypup> a <{ex}Beast> ; <{label}> "caypup" ; '
+             + " ; ".join(f'<{ex}spell> "spell {i}"' for i in range(5)) + " .",
+             f'<{ex}Boggard> a <{ex}Beast> ; <{label}> "Boggard" ; <{ex}spell> "fog" .']
+    (tmp_path / "beasts.ttl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open_kg(str(tmp_path / "beasts.ttl"), Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "h")})) as kg:
+        found = named_things(kg, "Which spells does Caypup know?")
+        (line,) = found.lines(kg.prefixes)
+        assert re.search(r"caypup> \(a <http://beasts\.example\.org/Beast>, 7 statements\)", line), line
+        assert re.search(r"Caypup> \(a <http://beasts\.example\.org/Beast>, 2 statements\)", line), line
+        single = named_things(kg, "Which spells does Boggard know?")
+        assert "statement" not in single.lines(kg.prefixes)[0]  # one thing by the name: no count, no query
+        assert single.queries == found.queries - 1

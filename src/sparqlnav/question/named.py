@@ -62,6 +62,7 @@ class Thing:
     score: float
     classes: tuple[str, ...] = ()
     uses: tuple[Use, ...] = ()
+    statements: int | None = None  # its own statements, counted when a name may be several things
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,28 @@ def named_things(
             if found and not stored:
                 stored, text = found, form.value
         out.append(Named(mention.text, shown, tuple(stored), text, uses is not None and mention.text in forms))
+    # One name, two identifiers of one kind ("Caypup" and "caypup", both beasts): say which holds the data. (Two
+    # people called Sabrina have names of their own.)
+    several = [t.iri for n in out for t in n.things if t.kind == "entity" and any(
+        o is not t and o.kind == "entity" and o.classes == t.classes and o.label.casefold() == t.label.casefold()
+        for o in n.things)]
+    if several:
+        counts = _statements(endpoint, several)
+        queries += 1
+        out = [replace(n, things=tuple(replace(t, statements=counts.get(t.iri, 0)) if t.iri in several else t
+                                       for t in n.things)) if counts else n for n in out]
     return NamedThings(tuple(out), queries)
+
+
+def _statements(endpoint: Endpoint, iris: Sequence[str]) -> dict[str, int]:
+    """How many statements each IRI is the subject of ({} when the query fails)."""
+    values = " ".join(f"<{i}>" for i in iris)
+    result = endpoint.query(f"SELECT ?s (COUNT(*) AS ?n) WHERE {{ VALUES ?s {{ {values} }} ?s ?p ?o }} GROUP BY ?s",
+                            timeout_s=LOOKUP_SECONDS)
+    if not result.ok or result.table is None:
+        return {}
+    return {row["s"].value: int(row["n"].value) for row in result.table.rows
+            if "s" in row and "n" in row and row["n"].value.isdigit()}
 
 
 def _on(kg: KnowledgeGraph, endpoint: Endpoint) -> KnowledgeGraph:
@@ -267,14 +289,15 @@ def _line(name: Named, prefixes: PrefixMap) -> str:
 
 def _thing(t: Thing, prefixes: PrefixMap) -> str:
     label = f' "{t.label}"' if label_adds(t.iri, t.label) else ""
+    facts = "" if t.statements is None else f", {t.statements:,} statement{'s' if t.statements != 1 else ''}"
     if t.kind == "class":
         return f"{prefixes.compact(t.iri)}{label} (a class)"
     if t.classes:
-        return f"{prefixes.compact(t.iri)}{label} (a {', '.join(prefixes.compact(c) for c in t.classes)})"
+        return f"{prefixes.compact(t.iri)}{label} (a {', '.join(prefixes.compact(c) for c in t.classes)}{facts})"
     if t.uses:
         return f"{prefixes.compact(t.iri)}{label} (no class; a " + ", ".join(
-            _use(u, prefixes) for u in t.uses[:2]) + ")"
-    return f"{prefixes.compact(t.iri)}{label}"
+            _use(u, prefixes) for u in t.uses[:2]) + f"{facts})"
+    return f"{prefixes.compact(t.iri)}{label}" + (f" ({facts[2:]})" if facts else "")
 
 
 def _use(u: Use, prefixes: PrefixMap) -> str:
