@@ -233,6 +233,9 @@ def test_eval_the_sql_builder_scored_against_the_gold_sql(scripted_llm: Scripted
     assert found["q4"]["row_f1"] == 0.0 and summary["row_f1"] == pytest.approx(5 / 6)
     assert found["q5"]["ordered"] is True and found["q5"]["failure"] == "correct"
     assert summary["lpq"] == pytest.approx(len(BUILDER_SCRIPT) / 6)
+    # Queries per question count the builder's SQL (each step runs its draft), not the scorer's own runs.
+    sql_queries = [r["usage"]["sql_queries"] for r in found.values()]
+    assert min(sql_queries) >= 2 and summary["qpq"] == pytest.approx(sum(sql_queries) / 6)
     assert "| execution accuracy (6 against gold SQL) | 0.833 |" in (out / "report.md").read_text()
     # `score` re-scores the SQL answers from the predictions alone.
     scored = run("score", str(out / "predictions.jsonl"), "--json", home=home)

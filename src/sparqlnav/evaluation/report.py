@@ -189,7 +189,7 @@ def summarize(records: Sequence[Mapping[str, Any]], info: Mapping[str, Any] | No
         "macro": agg["macro"],
         "micro": agg["micro"],
         "tpq": total("seconds") / n if n else 0.0,
-        "qpq": total("sparql_queries") / n if n else 0.0,
+        "qpq": (total("sparql_queries") + total("sql_queries")) / n if n else 0.0,  # the SQL builder's are SQL
         "cpq": total("cost_usd") / n if n else 0.0,
         "lpq": total("llm_calls") / n if n else 0.0,
         "input_tokens": int(total("input_tokens")),
@@ -264,7 +264,7 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
     lines += ["", "## Cost", "", "| per question | value |", "|---|---:|"]
     lines += [
         f"| TPQ (seconds) | {_num(s['tpq'], 2)} |",
-        f"| QPQ (SPARQL queries) | {_num(s['qpq'], 2)} |",
+        f"| QPQ (SPARQL and SQL queries) | {_num(s['qpq'], 2)} |",
         f"| CPQ (USD) | {cost} |",
         f"| LLM calls | {_num(s['lpq'], 2)} |",
         f"| input / output tokens | {_per(s['input_tokens'], counts['done'])} / {_per(s['output_tokens'], counts['done'])} |",
@@ -293,7 +293,7 @@ def render_markdown(run: Run, summary: Mapping[str, Any], plots: Sequence[str] =
         u = r.get("usage") or {}
         note = r.get("error") or r.get("gold_error") or r.get("ex_reason") or ""
         lines.append(
-            f"| {_cell(r['id'], 40)} | {_num(r.get('f1'))} | {r.get('failure')} | {u.get('sparql_queries', 0)} "
+            f"| {_cell(r['id'], 40)} | {_num(r.get('f1'))} | {r.get('failure')} | {u.get('sparql_queries', 0) + u.get('sql_queries', 0)} "
             f"| {u.get('llm_calls', 0)} | {_num(u.get('seconds'), 2)} | {_cell(note)} |"
         )
     gold_failed = [r for r in run.records if r.get("gold_error")]
