@@ -340,3 +340,12 @@ def test_http_and_mcp_show_the_sql(scripted_llm: ScriptedLLM, sqlite_kg: Knowled
     with background(create_app(settings, config, llm=config_llm(scripted_llm), kgs={"company": sqlite_kg})) as url:
         run(url + "/mcp", body)
     assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+
+
+def test_names_in_any_style_are_asked_for() -> None:
+    from sparqlnav.feedback.sql import _asked
+
+    words = ["which", "players", "play", "for", "riverside"]
+    assert _asked("Player.PlayerName", words) and _asked("employees.first_name", words)
+    assert not _asked("Player.MarketValue", words) and not _asked("Player.PlayerCode", words)
+    assert _asked("Player.PlayerCode", ["what", "is", "the", "code", "of", "ada"])

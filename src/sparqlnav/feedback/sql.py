@@ -19,7 +19,7 @@ Details = Mapping[str, object]
 EDITS = ("add_table", "add_join", "add_condition", "add_group", "add_aggregate", "set_order", "set_answer_columns")
 NUMERIC_KINDS = frozenset({"integer", "decimal", "double"})
 # A column that names or describes a row answers "which …?" without being asked for by its own name.
-_NAME_LIKE = re.compile(r"(^|_)(name|title|label)s?$", re.I)
+_NAME_LIKE = re.compile(r"(name|title|label)s?$", re.I)  # name, first_name, PlayerName, title
 SAME_WORD = 0.85  # word_similarity at which a column's word is the question's (plurals, inflections)
 
 
@@ -111,10 +111,13 @@ def sql_unasked_column(ctx: StepContext, opts: FeedbackOptions) -> Details | Non
 
 
 def _asked(column: str, words: list[str]) -> bool:
-    name = column.rsplit(".", 1)[-1]
+    table, _, name = column.rpartition(".")
     if _NAME_LIKE.search(name):
         return True
-    parts = [p for p in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name) if p and p.lower() not in ("id", "is")]
+    # The table's own name in a column's (PlayerCode of Player, employee_id of employees) says whose it is, not what.
+    own = re.sub(r"_\d+$", "", table).lower()
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name)
+             if p and p.lower() not in ("id", "is") and word_similarity(p.lower(), own) < SAME_WORD]
     if not parts:  # an `id` column: asked only when the question says id, number, code or key
         return any(w in ("id", "ids", "number", "numbers", "code", "codes", "key") for w in words)
     return any(word_similarity(p.lower(), w) >= SAME_WORD for p in parts for w in words)
