@@ -161,3 +161,17 @@ def test_score_reads_sql_tables_and_sql_dataset_lines(tmp_path: Path) -> None:
     assert found == {"cols": 1.0, "yes": 0.0, "rank": 0.0, "sparql": 1.0, "plain": None}
     assert report.overall["ex"] == pytest.approx(0.5)
     assert report.overall["macro"]["row_f1"] == pytest.approx(0.8)  # all but the wrong verdict: the ranking as a set
+
+
+def test_interchangeable_columns_are_tried_once() -> None:
+    import time
+
+    nulls = [None] * 7  # 7! orders of seven all-NULL columns, were each of them tried
+    names = [f"c{i}" for i in range(9)]
+    gold = sql(names, [[n, n, *nulls] for n in range(300)])
+    # Every column holds the gold's values, but the rows pair n with 299 - n: no pairing of columns gives them.
+    crossed = sql(names, [[*nulls, n, 299 - n] for n in range(300)])
+    started = time.perf_counter()
+    assert execution_match(gold, crossed).reason == "the rows differ"
+    assert ex(gold, sql(names, [[*nulls, n, n] for n in range(300)]))
+    assert time.perf_counter() - started < 1.0

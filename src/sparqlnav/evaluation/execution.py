@@ -27,6 +27,7 @@ Both sides empty is right; gold empty and prediction not (or the reverse) is wro
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +40,7 @@ DEFAULT_TOLERANCE = 1e-6
 ABSOLUTE_FLOOR = 1e-12  # two numbers this close are equal whatever their size (0.0 against 1e-17)
 # Beyond these the search gives up and says the results differ (never reached by real answers).
 MAX_COLUMN_PAIRINGS = 5_000
-MAX_MATCHED_ROWS = 1_000
+MAX_MATCHED_ROWS = 500  # Kuhn's augmenting paths recurse up to this deep
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 _INTEGER_TYPES = frozenset(XSD + t for t in (
@@ -237,9 +238,21 @@ def _same_multiset(gold: Sequence[Row], predicted: Sequence[Row], tolerance: flo
 
 
 def _perfect_matching(left: Sequence[Row], right: Sequence[Row], tolerance: float) -> bool:
-    """Whether every left row can be paired with its own equal right row (Kuhn's augmenting paths)."""
-    edges = [[j for j, r in enumerate(right) if all(same_cell(a, b, tolerance) for a, b in zip(row, r, strict=True))]
-             for row in left]
+    """Whether every left row can be paired with its own equal right row (Kuhn's augmenting paths). The rows share
+    their shape (`_same_multiset` groups them so), so candidates are found by their first number, sorted."""
+    column = next((k for k, v in enumerate(left[0]) if isinstance(v, int | float)), None) if left else None
+    if column is None:
+        return _same_rows_in_order(sorted(left, key=_row_key), sorted(right, key=_row_key), tolerance)
+    by_value = sorted((_number_of(r[column]), j) for j, r in enumerate(right))
+    values = [v for v, _ in by_value]
+    edges = []
+    for row in left:
+        value = _number_of(row[column])
+        # A window wider than same_cell's test, never narrower; NaN and infinite rows meet every such row.
+        spread = 2 * tolerance * abs(value) + 2 * ABSOLUTE_FLOOR if math.isfinite(value) else 0.0
+        lo, hi = bisect.bisect_left(values, value - spread), bisect.bisect_right(values, value + spread)
+        edges.append([j for _, j in by_value[lo:hi]
+                      if all(same_cell(a, b, tolerance) for a, b in zip(row, right[j], strict=True))])
     owner: list[int | None] = [None] * len(right)
 
     def augment(i: int, seen: set[int]) -> bool:
@@ -254,6 +267,12 @@ def _perfect_matching(left: Sequence[Row], right: Sequence[Row], tolerance: floa
         return False
 
     return all(augment(i, set()) for i in range(len(left)))
+
+
+def _number_of(value: Cell) -> float:
+    """A number cell as a float to sort by; NaN as infinity (bisect needs an order, same_cell tells them apart)."""
+    number = float(value) if isinstance(value, int | float) else math.inf
+    return math.inf if math.isnan(number) else number
 
 
 def _same_values(gold: Iterable[Cell], predicted: Iterable[Cell], tolerance: float) -> bool:
@@ -281,6 +300,9 @@ def same_table(gold: Table, predicted: Table, *, ordered: bool = False,
     if unmatched:
         return ExecutionMatch(False, f"no column holds the gold's values of {', '.join(unmatched[:3])}")
     order = sorted(range(width), key=lambda j: len(candidates[j]))
+    # Predicted columns equal cell by cell (two all-NULL columns) are interchangeable: only the first unused one of
+    # them is tried, or the search would try every order of them, each time with the same rows.
+    first_equal = [next(k for k in range(i + 1) if predicted_columns[k] == predicted_columns[i]) for i in range(width)]
     tried = 0
     unordered_match = False
 
@@ -301,8 +323,9 @@ def same_table(gold: Table, predicted: Table, *, ordered: bool = False,
                 return not ordered
             return False
         j = order[position]
+        taken = set(chosen.values())
         for i in candidates[j]:
-            if i in chosen.values():
+            if i in taken or any(first_equal[k] == first_equal[i] and k not in taken for k in range(i)):
                 continue
             chosen[j] = i
             if search(position + 1, chosen):
