@@ -153,6 +153,9 @@ def test_retrieve_skips_the_decomposition_when_the_index_holds_no_examples(
     assert shapes.index("db:person {") < shapes.index("db:country {") if "db:country {" in shapes else "db:person {" in shapes
     assert "no examples in the index: the question is not decomposed; it names the classes person" in [
         str(e.data.get("message")) for e in answer.trace.of_kind("info")]
+    # No examples and one endpoint: neither the examples' rule and section nor the federation rule is sent.
+    assert "Follow the examples" not in generate and "Reference examples" not in generate
+    assert "no examples" not in generate and "federated query" not in generate
 
     # With an example in the index, the decomposition still runs first.
     example = Example("e1", "How many persons are from Japan?", HEAD + "SELECT (COUNT(?p) AS ?n) WHERE { ?p a db:person }")
@@ -165,6 +168,9 @@ def test_retrieve_skips_the_decomposition_when_the_index_holds_no_examples(
     # The decomposition is told the graph's own class names (a relay model wrote "Creature" for BESTIARY's Beast).
     decompose = str(scripted_llm.requests[2]["messages"][0]["content"])
     assert "This graph's classes (use their names where they fit): person, country." in decompose
+    with_example = str(scripted_llm.requests[3]["messages"][0]["content"])
+    assert "Follow the examples" in with_example and "How many persons are from Japan?" in with_example
+    assert "## Reference examples" in with_example and "federated query" not in with_example
 
 
 # ---------------------------------------------------------------- 4: how a filtered value is spelled

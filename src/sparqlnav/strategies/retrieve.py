@@ -496,9 +496,15 @@ class _Run:
         known = schema.prefix_map.merged(dict(self.kg.prefixes.items())) if schema else self.kg.prefixes
         graph = self._graph_text(schema, known, shape_texts)
         named = self._named_text(known)
+        endpoint_lines = self._endpoints_text(ctx, endpoints)
+        # Rules and sections about examples and other endpoints only when there are some: relay runs without
+        # examples sent "(no examples)" and the rule to follow them in every request.
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
-            endpoints=self._endpoints_text(ctx, endpoints),
-            examples="\n\n".join(example_texts) or "(no examples)",
+            endpoints=endpoint_lines,
+            follow_examples=prompt_text("rule_follow_examples.md") if example_texts else "",
+            federation=prompt_text("rule_federation.md") if "\n" in endpoint_lines else "",
+            examples=Template(prompt_text("retrieve_examples.md")).safe_substitute(
+                examples="\n\n".join(example_texts)) if example_texts else "",
             shapes="\n\n".join(shape_texts) or "(no schema information)",
             prefixes=prefix_lines([*example_texts, *shape_texts, graph, named], known) or "# (none needed)",
             graph=graph,
