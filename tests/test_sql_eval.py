@@ -8,13 +8,16 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from postgres import Postgres
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.evaluation.execution import execution_match, is_ranking
 from sparqlnav.evaluation.gold import freeze_gold, load_frozen
 from sparqlnav.evaluation.runner import make_record
 from sparqlnav.evaluation.sql_runs import DatabaseSql
@@ -248,3 +251,44 @@ def test_eval_the_sql_builder_scored_against_the_gold_sql(scripted_llm: Scripted
     sparql = run("eval", str(dataset), "--kg", f"sqlite://{db}", "--strategy", "build", "--out", str(out),
                  "--no-plots", home=home, env=llm)
     assert sparql.returncode == 1 and "options={'target': 'sql'}, not {}" in sparql.stderr, sparql.stderr
+
+
+@pytest.fixture(scope="module")
+def postgres_shop() -> Iterator[str]:
+    """The test's database in a private PostgreSQL (named shop, so the graph's IRIs are the SQLite file's)."""
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):  # under CI=true, where the dev extra installs
+        pytest.importorskip("psycopg", reason="no psycopg (pip install -e '.[dev]')")  # it, its absence fails
+    import psycopg
+
+    with Postgres() as server:
+        with psycopg.connect(server.url(), autocommit=True) as con:
+            con.execute("CREATE DATABASE shop")
+        with psycopg.connect(server.url("shop"), autocommit=True) as con:
+            con.execute(SCHEMA)  # type: ignore[call-overload]  # a literal script, several statements
+        yield server.url("shop")
+
+
+@pytest.mark.slow
+def test_the_same_gold_sql_on_postgresql_and_sqlite_is_the_same_result(postgres_shop: str, tmp_path: Path) -> None:
+    """PostgreSQL gives Decimal('12.90') and True where SQLite gives 12.9 and 1: execution accuracy reads them alike,
+    and an eval of the same dataset on either database scores the same."""
+    db = make_shop(tmp_path / "shop.db")
+    runs = {}
+    for name, url in (("sqlite", f"sqlite://{db}"), ("postgresql", postgres_shop)):
+        database = database_spec(url)
+        assert database is not None
+        runner = DatabaseSql(database, timeout_s=10, max_rows=1000, max_bytes=1_000_000)
+        runs[name] = {r["id"]: runner(r["sql"]) for r in DATASET}
+    assert runs["postgresql"]["q3"].results["results"]["bindings"][0]["price"]["value"] == "12.90"  # type: ignore[index]
+    assert runs["sqlite"]["q3"].results["results"]["bindings"][0]["price"]["value"] == "12.9"  # type: ignore[index]
+    for record in DATASET:
+        pg, lite = runs["postgresql"][record["id"]], runs["sqlite"][record["id"]]
+        assert pg.results is not None and lite.results is not None, (pg.error, lite.error)
+        assert execution_match(lite.results, pg.results, ordered=is_ranking(record["sql"])).correct, record["id"]
+    dataset = write_dataset(tmp_path / "shop-questions.json", DATASET)
+    res = run("eval", str(dataset), "--kg", postgres_shop, "--strategy", "lexical", "--out", str(tmp_path / "run"),
+              "--no-plots", "--json", home=tmp_path / "home")
+    assert res.returncode == 0, res.stderr
+    assert {q: r["ex"] for q, r in records(tmp_path / "run" / "predictions.jsonl").items()} == LEXICAL_EX
+    frozen = load_frozen(Path(json.loads((tmp_path / "run" / "run.json").read_text())["gold_file"]))
+    assert frozen["q4"].sql_results == {"head": {}, "boolean": False}  # PostgreSQL's False from SELECT EXISTS
