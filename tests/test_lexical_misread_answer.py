@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.lexical import LexicalStrategy
+from sparqlnav.strategies.lexical.candidates import Candidate
 from sparqlnav.strategies.lexical.strategy import _Run
 from sparqlnav.trace import Trace
 
@@ -26,23 +28,33 @@ BANDS = [("The Larks", "Oslo"), ("Iron Fjord", "Bergen"), ("Pale Moons", "Tromso
 # (year, price, band, venue): 2018 has the most concerts (4); band 2 plays most (4); concert 5 is the dearest
 CONCERTS = [(2016, 20.0, 1, 1), (2017, 25.5, 2, 2), (2017, 30.0, 2, 3), (2018, 18.0, 3, 4), (2018, 95.0, 2, 5),
             (2018, 40.0, 4, 1), (2018, 35.0, 2, 2), (2019, 22.0, 1, 3)]
+# the concerts reviewed: concert 1 has the most reviews (4), so 2016 is the year with the most reviews
+REVIEWED = [1, 1, 1, 1, 2, 3, 8]
+
+
+def build_gigs(path: Path) -> None:
+    """The concerts database: venues, bands, concerts and their reviews."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript("""
+            CREATE TABLE venue (id INTEGER PRIMARY KEY, name TEXT, city TEXT, capacity INTEGER, stages INTEGER);
+            CREATE TABLE band (id INTEGER PRIMARY KEY, name TEXT, home_city TEXT, signed BOOLEAN);
+            CREATE TABLE review (id INTEGER PRIMARY KEY, stars INTEGER, concert_id INTEGER REFERENCES concert (id));
+            CREATE TABLE concert (id INTEGER PRIMARY KEY, title TEXT, year INTEGER, ticket_price REAL,
+                                  band_id INTEGER REFERENCES band (id), venue_id INTEGER REFERENCES venue (id));
+        """)
+        conn.executemany("INSERT INTO venue VALUES (?, ?, ?, ?, ?)",
+                         [(i, *v, 1 + i % 3) for i, v in enumerate(VENUES, 1)])
+        conn.executemany("INSERT INTO band VALUES (?, ?, ?, ?)", [(i, *b, i % 2) for i, b in enumerate(BANDS, 1)])
+        conn.executemany("INSERT INTO review VALUES (?, ?, ?)", [(i, 1 + i % 5, c) for i, c in enumerate(REVIEWED, 1)])
+        conn.executemany("INSERT INTO concert VALUES (?, ?, ?, ?, ?, ?)",
+                         [(i, f"Night {i}", *c) for i, c in enumerate(CONCERTS, 1)])
 
 
 @pytest.fixture(scope="module")
 def gigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
     folder = tmp_path_factory.mktemp("gigs")
     path = folder / "gigs.db"
-    with sqlite3.connect(path) as conn:
-        conn.executescript("""
-            CREATE TABLE venue (id INTEGER PRIMARY KEY, name TEXT, city TEXT, capacity INTEGER);
-            CREATE TABLE band (id INTEGER PRIMARY KEY, name TEXT, home_city TEXT);
-            CREATE TABLE concert (id INTEGER PRIMARY KEY, title TEXT, year INTEGER, ticket_price REAL,
-                                  band_id INTEGER REFERENCES band (id), venue_id INTEGER REFERENCES venue (id));
-        """)
-        conn.executemany("INSERT INTO venue VALUES (?, ?, ?, ?)", [(i, *v) for i, v in enumerate(VENUES, 1)])
-        conn.executemany("INSERT INTO band VALUES (?, ?, ?)", [(i, *b) for i, b in enumerate(BANDS, 1)])
-        conn.executemany("INSERT INTO concert VALUES (?, ?, ?, ?, ?, ?)",
-                         [(i, f"Night {i}", *c) for i, c in enumerate(CONCERTS, 1)])
+    build_gigs(path)
     with open_kg(f"sqlite:///{path}", Settings.from_env({"SPARQLNAV_HOME": str(folder / "home")})) as graph:
         yield graph
 
@@ -58,7 +70,7 @@ def test_a_grouped_count_answered_with_one_counted_thing_is_not_kept(gigs: Knowl
     if answer.status == "answered":
         assert answer.results is not None and answer.results.rows[0]["a"].value == "2018"
     else:
-        assert misread(answer.extra) == ["the counted concerts given where a year was asked"]
+        assert misread(answer.extra)[0] == "the counted concerts given where a year was asked"
         assert answer.extra["best_guess"]["confidence"] < 0.25
 
 
@@ -124,3 +136,42 @@ def test_the_question_reading_finds_pairs_and_heads() -> None:
     assert read("What is the city of the venue with the largest capacity?") == (None, [["city"], ["venue"]])
     assert read("Who wrote Tom and Jerry?") == (None, None)
     assert read("Which bands play in Oslo and Bergen?") == (None, None)
+
+
+def test_a_count_of_an_attributes_numbers_or_yes_no_values_is_not_kept(gigs: KnowledgeGraph) -> None:
+    """"How many stages does the Blue Hall have?" counted how many different stage numbers it has (1), "how many
+    signed bands" how many different yes/no values the bands have (2)."""
+    stages = LexicalStrategy().run("How many stages does the Blue Hall have?", gigs, Trace())
+    if stages.status == "answered":
+        assert stages.results is not None and stages.results.rows[0]["a"].value == "2"  # its own number
+    else:
+        assert misread(stages.extra) == ["counted the values of stages (numbers or yes/no), not things"]
+    signed = LexicalStrategy().run("How many signed bands are there?", gigs, Trace())
+    assert signed.status != "answered" or (signed.results is not None and signed.results.rows[0]["count"].value == "2")
+    if signed.status != "answered":
+        assert misread(signed.extra) == ["counted the values of signed (numbers or yes/no), not things"]
+
+
+def test_a_grouped_count_of_another_kind_of_thing_is_not_kept(gigs: KnowledgeGraph) -> None:
+    """"Which band has the most reviews?" counted each band's concerts; "which year had the most reviews?" gave a
+    concert. The concert with the most reviews, counted by its reviews, stays."""
+    band = LexicalStrategy().run("Which band has the most reviews?", gigs, Trace())
+    assert band.status != "answered"
+    assert misread(band.extra) == ["counted concert where the question counts reviews"]
+    year = LexicalStrategy().run("Which year had the most reviews?", gigs, Trace())
+    assert year.status != "answered" and "things given where a date or year was asked" in misread(year.extra)
+    concert = LexicalStrategy().run("Which concert has the most reviews?", gigs, Trace())
+    assert concert.status == "answered" and concert.results is not None
+    assert [r["a"].value for r in concert.results.rows] == [f"{DB}concert/id=1"] and misread(concert.extra) == []
+
+
+def test_a_yes_no_asking_for_a_text_where_a_property_links_to_things_is_a_misreading(gigs: KnowledgeGraph) -> None:
+    """`ASK { <venue> concert:ref-venue_id "Oslo" }` is false whatever the data says: the property links concerts to
+    venues, never to a text."""
+    run = _Run(LexicalStrategy(), "Did The Larks play in Oslo?", gigs, Trace())
+    run.answer()
+    link = f"<{DB}concert#ref-band_id>"
+    asked = Candidate("ask", (f'<{DB}concert/id=1> {link} "Oslo"',), (), form="ask")
+    assert run.scorer.misread(asked) == ("a text where band links to things",)
+    text = Candidate("ask", (f'<{DB}venue/id=1> <{DB}venue#city> "Oslo"',), (), form="ask")
+    assert run.scorer.misread(text) == ()

@@ -290,6 +290,10 @@ class Scorer:
         concert); the things given where a value of theirs was asked ("the city of the venue with …" → the venue);
         a value given where a superlative asked for a thing ("the most expensive concert" → a price)."""
         intent = self.ctx.intent
+        if c.form == "count":
+            return self.counted_values(c)
+        if c.form == "ask":
+            return self.text_for_link(c)
         if c.form != "select" or c.result is None or c.show_count:
             return ()
         words = [t.text.lower() for t in self.ctx.tokens]
@@ -318,6 +322,12 @@ class Scorer:
             counted = frozenset({max(sup.positions)})
             if typed_as(counted) and not typed_as(intent.focus):
                 out.append(f"the counted {said(counted)} given where a {said(intent.focus)} was asked")
+        if sup is not None and sup.counting and not sup.common and c.group_count:
+            out += self.counted_kind(c, max(sup.positions))
+        if intent.answer == "date" and values and not any(
+            v.kind == "literal" and (v.datatype in DATE_TYPES or re.match(r"^\d{4}(-\d\d)?", v.value)) for v in values
+        ):
+            out.append("things given where a date or year was asked")  # "which year had the most …" → a concert
         if intent.head_of is not None:
             head, owner = intent.head_of
             if not {words[i] for i in head} <= _NAMING_WORDS and typed_as(owner) and not typed_as(head):
@@ -328,6 +338,50 @@ class Scorer:
             if named_class and (not iris or not typed_as(after)):
                 out.append(f"a value given where the {said(after)} was asked")
         return tuple(out)
+
+    def counted_values(self, c: Candidate) -> tuple[str, ...]:
+        """A count of the distinct numbers or yes/no values of an attribute ("how many beds …" counted how many
+        different bed numbers there are): the question asks for the number itself, or for things."""
+        rows = self.ctx.rows(f"SELECT ?a WHERE {{ {' . '.join(c.patterns)} }} LIMIT 20")
+        values = [r["a"] for r in rows if "a" in r]
+        if values and all(v.kind == "literal" and (_is_number(v) or v.datatype == XSD + "boolean") for v in values):
+            named = next((p.text for p in c.parts if p.kind == "relation"), "an attribute")
+            return (f"counted the values of {named} (numbers or yes/no), not things",)
+        return ()
+
+    def text_for_link(self, c: Candidate) -> tuple[str, ...]:
+        """A yes/no asking whether a property holds a text, where the property links to things: it is false
+        whatever the data says ("is the referee Elite?" asked as a link to the text "Elite")."""
+        out: list[str] = []
+        for pattern in c.patterns:
+            m = re.match(r'^\S+\s+<([^<>\s]+)>\s+"', pattern)
+            if m is None:
+                continue
+            prop = m.group(1)
+            if self._holds(prop, "isIRI") is True and self._holds(prop, "isLiteral") is False:
+                out.append(f"a text where {self.ctx.label(prop)} links to things")
+        return tuple(out)
+
+    def _holds(self, prop: str, test: str) -> bool | None:
+        """Whether some value of a property passes `isIRI` or `isLiteral` (None when the query failed)."""
+        res = self.ctx.query(f"ASK {{ ?s <{prop}> ?o FILTER({test}(?o)) }}")
+        return res.table.boolean if res is not None and res.table is not None else None
+
+    def counted_kind(self, c: Candidate, noun: int) -> tuple[str, ...]:
+        """A grouped count whose counted things are of another kind than the question counts ("which season had the
+        most goals?" counting the season's matches)."""
+        m = re.search(r"COUNT\(DISTINCT (\?\w+)\)", c.sparql())
+        if m is None:
+            return ()
+        var = m.group(1)
+        rows = self.ctx.rows(f"SELECT DISTINCT {var} WHERE {{ {' . '.join(c.patterns)} }} LIMIT 20")
+        counted = [r[var[1:]] for r in rows if var[1:] in r and r[var[1:]].kind == "uri"]
+        known = [ws for ws in self.type_words(counted).values() if ws] if counted else []
+        word = self.ctx.tokens[noun].text.lower()
+        if known and not any(word_similarity(word, w) >= 0.85 for ws in known for w in ws):
+            kinds = sorted({w for ws in known for w in ws})[:3]
+            return (f"counted {' '.join(kinds)} where the question counts {self.ctx.tokens[noun].text}",)
+        return ()
 
     def asked_noun(self) -> frozenset[int]:
         """The positions of the noun the answer is: the intent's focus, else the first content word after "how
