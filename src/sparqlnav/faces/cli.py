@@ -311,6 +311,10 @@ def _show_event(console: Console, event: Event) -> None:
     elif event.kind == "sparql":
         first = " ".join(str(d.get("query", "")).split())[:140]
         text = f"{d.get('outcome')} {d.get('rows') if d.get('rows') is not None else ''} ({d.get('seconds')} s): {first}"
+    elif event.kind == "sql":  # a statement the build strategy's SQL target ran on the database
+        first = " ".join(str(d.get("query", "")).split())[:140]
+        outcome = f"ok {d.get('rows')}" if d.get("ok") else f"error ({d.get('error')})"
+        text = f"{outcome} ({d.get('ms')} ms): {first}"
     elif event.kind == "llm_call":
         text = f"{d.get('input_tokens', 0)} in / {d.get('output_tokens', 0)} out tokens, {d.get('latency_s', 0)} s"
     elif event.kind == "answer":
