@@ -20,7 +20,7 @@ from sparqlnav.evaluation.datasets import Question, load_dataset
 from sparqlnav.evaluation.execution import execution_match, is_ranking
 from sparqlnav.evaluation.gold import freeze_gold, load_frozen
 from sparqlnav.evaluation.runner import make_record
-from sparqlnav.evaluation.sql_runs import DatabaseSql
+from sparqlnav.evaluation.sql_runs import DatabaseSql, SqlRun
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.relational import database_spec
 from sparqlnav.settings import Settings
@@ -292,3 +292,31 @@ def test_the_same_gold_sql_on_postgresql_and_sqlite_is_the_same_result(postgres_
     assert {q: r["ex"] for q, r in records(tmp_path / "run" / "predictions.jsonl").items()} == LEXICAL_EX
     frozen = load_frozen(Path(json.loads((tmp_path / "run" / "run.json").read_text())["gold_file"]))
     assert frozen["q4"].sql_results == {"head": {}, "boolean": False}  # PostgreSQL's False from SELECT EXISTS
+
+
+def test_gold_sql_results_are_frozen_and_failures_tried_again(tmp_path: Path) -> None:
+    db = make_shop(tmp_path / "shop.db")
+    database = database_spec(f"sqlite://{db}")
+    assert database is not None
+    real = DatabaseSql(database, timeout_s=10, max_rows=1000, max_bytes=1_000_000)
+    calls: list[str] = []
+
+    def down(sql: str) -> SqlRun:
+        calls.append(sql)
+        return SqlRun(None, "engine_error", "connection refused")
+
+    def counted(sql: str) -> SqlRun:
+        calls.append(sql)
+        return real(sql)
+
+    questions = [Question(r["id"], r["question"], None, sql=r["sql"]) for r in DATASET[:2]]
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    path = tmp_path / "gold.jsonl"
+    with open_kg(f"sqlite://{db}", settings) as kg:
+        failed = freeze_gold(questions, kg.endpoint, path, sql=down)
+        assert failed["q1"].sql_error == "gold SQL failed (engine_error): connection refused"
+        assert failed["q1"].error == "the dataset gives no gold SPARQL"
+        again = freeze_gold(questions, kg.endpoint, path, sql=counted)  # the database is back: run again
+        assert again["q1"].sql_results is not None and again["q1"].sql_error is None
+        freeze_gold(questions, kg.endpoint, path, sql=counted)  # now frozen: not run a third time
+    assert len(calls) == 4

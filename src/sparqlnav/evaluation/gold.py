@@ -230,7 +230,8 @@ def freeze_gold(
             ran = True
         if question.sql and sql is not None:
             before = frozen.get(question.id)
-            if before is not None and before.sql == question.sql and (before.sql_results or before.sql_error):
+            # A failed gold SQL is run again each time: it is cheap, and a database that was down is no verdict.
+            if before is not None and before.sql == question.sql and before.sql_results is not None:
                 gold = replace(gold, sql=before.sql, sql_results=before.sql_results, sql_error=before.sql_error,
                                sql_note=before.sql_note)
             else:
