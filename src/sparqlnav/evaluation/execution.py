@@ -69,7 +69,7 @@ class ExecutionMatch:
 
 
 @dataclass(frozen=True, slots=True)
-class Table:
+class ValueTable:
     """A result as typed cells: its columns (in order) and rows."""
 
     columns: tuple[str, ...]
@@ -113,7 +113,7 @@ def _number(text: str, *, special: bool) -> int | float | None:
     return float(stripped)
 
 
-def table(results: Results) -> Table:
+def table(results: Results) -> ValueTable:
     """The rows of a SELECT result as typed cells, columns in the head's order (then any others found)."""
     declared = (results.get("head") or {}).get("vars") or []
     columns = [str(v) for v in declared]
@@ -122,7 +122,7 @@ def table(results: Results) -> Table:
         for var in row:
             if var not in columns:
                 columns.append(var)
-    return Table(tuple(columns), tuple(tuple(cell(row.get(var)) for var in columns) for row in rows))
+    return ValueTable(tuple(columns), tuple(tuple(cell(row.get(var)) for var in columns) for row in rows))
 
 
 def _verdict(results: Results, gold: Results) -> bool | None:
@@ -282,7 +282,7 @@ def _same_values(gold: Iterable[Cell], predicted: Iterable[Cell], tolerance: flo
     return len(a) == len(b) and all(same_cell(x, y, tolerance) for x, y in zip(a, b, strict=True))
 
 
-def same_table(gold: Table, predicted: Table, *, ordered: bool = False,
+def same_table(gold: ValueTable, predicted: ValueTable, *, ordered: bool = False,
                tolerance: float = DEFAULT_TOLERANCE) -> ExecutionMatch:
     """Compare two tables: row multisets (or sequences, `ordered`) equal under some pairing of their columns."""
     if len(gold.rows) != len(predicted.rows):
