@@ -64,8 +64,8 @@ def llm() -> Iterator[ScriptedLLM]:
 class Served:
     """A `sparqlnav serve --workers N` process tree on a free port."""
 
-    def __init__(self, proc: subprocess.Popen[str], base: str, log: Path) -> None:
-        self.proc, self.base, self.log = proc, base, log
+    def __init__(self, proc: subprocess.Popen[str], base: str, log: Path, home: Path) -> None:
+        self.proc, self.base, self.log, self.home = proc, base, log, home
 
     def client(self, client_ip: str) -> httpx.Client:
         """A client with one connection, presenting `client_ip` through the trusted proxy header."""
@@ -103,6 +103,7 @@ def serve(home: Path, llm: ScriptedLLM, data_dir: Path, *, workers: int, state_u
         "OPENAI_API_KEY": "test-key",
         "SPARQLNAV_LLM_MODEL": "scripted-model",
         "SPARQLNAV_LLM_RETRIES": "0",
+        "SPARQLNAV_ENGINE_IDLE": "5",  # the kept engine ends soon after the test lets go of it
     }
     env.pop("SPARQLNAV_STATE_URL", None)
     if state_url:
@@ -122,7 +123,7 @@ def serve(home: Path, llm: ScriptedLLM, data_dir: Path, *, workers: int, state_u
 def served(tmp_path_factory: pytest.TempPathFactory, redis_server: PrivateRedis, llm: ScriptedLLM, data_dir: Path) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("workers-home")
     proc, base, log = serve(home, llm, data_dir, workers=WORKERS, state_url=redis_server.url(1))
-    server = Served(proc, base, log)
+    server = Served(proc, base, log, home)
     try:
         deadline = time.monotonic() + 240
         ready: set[int] = set()
@@ -175,6 +176,43 @@ def test_two_turns_answered_by_two_workers_continue_one_conversation(served: Ser
     follow_up = first_user(requests[3])
     assert f"Turn 1. Question: {FIRST}" in follow_up and "Answer: Waldtraud Kuttner." in follow_up
     assert follow_up.rstrip().endswith(f"Question: {SECOND}")
+
+
+def engines_under(home: Path) -> list[int]:
+    """The Oxigraph engine processes serving a store under `home` (not their keepers and jail launchers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name == "oxigraph" and b"serve-read-only" in argv and any(a.startswith(str(home).encode()) for a in argv):
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_workers_query_one_engine_and_one_index(served: Served) -> None:
+    """One store server for all workers: every worker's queries reach the same engine process (started once, by
+    the supervisor, and kept), and the name and retrieval indexes were built once."""
+    pids: set[int] = set()
+    for _ in range(3):
+        pid, client = served.on_worker("10.0.0.5", avoid=pids)
+        with closing(client):
+            r = client.post("/api/sparql", json={"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }", "kg": "ck25"})
+        assert r.status_code == 200 and int(r.headers["x-sparqlnav-worker"]) == pid, r.text
+        assert int(r.json()["results"]["results"]["bindings"][0]["n"]["value"]) > 10_000
+        pids.add(pid)
+    assert len(pids) == WORKERS
+    assert len(engines_under(served.home)) == 1
+    stores = [p for p in (served.home / "stores").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(stores) == 1 and len(list(stores[0].glob("labels.sqlite*"))) >= 1
+    indexes = list(served.home.rglob("schema*.json")) or list(served.home.rglob("*.npy"))
+    assert indexes, sorted(str(p.relative_to(served.home)) for p in served.home.rglob("*"))[:40]
+    built = [line for line in served.log.read_text().splitlines() if "graph prepared for the workers" in line]
+    assert len(built) == 1, built  # by the supervisor, before the workers started
 
 
 def test_a_rate_limit_counts_across_workers(served: Served) -> None:
@@ -240,6 +278,39 @@ def test_a_worker_stopped_mid_stream_ends_it_with_an_error_and_the_conversation_
             break
         assert time.monotonic() < deadline, pids
         time.sleep(1)
+
+
+def test_a_worker_killed_mid_stream_cuts_it_and_the_conversation_goes_on(served: Served, llm: ScriptedLLM) -> None:
+    """SIGKILL leaves no time for a last event: the client sees the stream end without an answer, asks again and
+    the conversation (kept in Redis, not in the dead process) continues on another worker."""
+    llm.script([
+        *two_turns()[:3],
+        Hang(),  # the worker is killed while it waits for the model
+        Reply(tool_calls=[Call("execute_sparql", {"query": EMAIL_QUERY})]),
+        Reply(tool_calls=[Call("stop", {})]),
+        Reply(f"Her email address is {EMAIL}."),
+    ])  # fmt: skip
+    before = len(llm.requests)
+    a, client = served.on_worker("10.0.0.6")
+    with closing(client):
+        _, first = ask(client, question=FIRST)
+        body = {"question": SECOND, "conversation": first["conversation"]}
+        names = []
+        with pytest.raises(httpx.RemoteProtocolError), client.stream("POST", "/api/ask/stream", json=body) as r:
+            stream = sse_events(r.iter_lines())
+            names.append(next(stream)[0])
+            deadline = time.monotonic() + 60
+            while len(llm.requests) <= before + 3:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            os.kill(a, signal.SIGKILL)
+            names.extend(n for n, _ in stream)
+    assert names[0] == "trace" and "answer" not in names and "error" not in names
+    b, other = served.on_worker("10.0.0.6", avoid={a})
+    with closing(other):
+        pid, second = ask(other, question=SECOND, conversation=first["conversation"])
+    assert pid == b != a and second["turn"] == 2 and EMAIL in values(second)
+    assert f"Turn 1. Question: {FIRST}" in first_user(llm.requests[before + 4])
 
 
 def test_several_workers_without_a_shared_store_refuse_to_start(tmp_path: Path, llm: ScriptedLLM, data_dir: Path) -> None:

@@ -28,8 +28,10 @@ from sparqlnav.settings import Settings
 __all__ = ["RedisConversations", "RedisLimiter", "RedisSlots", "RedisState"]
 
 PREFIX = "sparqlnav:"
-CONNECT_TIMEOUT_S = 5.0
-SOCKET_TIMEOUT_S = 10.0
+# Short: the rate limit is checked on the event loop, so a Redis that does not answer must fail fast (a 503), not
+# hold every request of the worker behind it.
+CONNECT_TIMEOUT_S = 2.0
+SOCKET_TIMEOUT_S = 5.0
 
 # A token bucket: refill by the time passed since the last visit, take one if there is one. Returns the wait in
 # seconds as a string (Redis turns Lua numbers into integers). ARGV: rate per second, capacity, 1 to take.
