@@ -48,6 +48,7 @@ from sparqlnav.faces.service import (
     strategy_with_options,
 )
 from sparqlnav.faces.state import Limiter, RateLimiter, StateStore, StateUnavailable, open_state
+from sparqlnav.faces.warm import warm
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
@@ -358,8 +359,13 @@ def create_app(
             if threading.current_thread() is threading.main_thread():  # signals reach only the main thread
                 stack.enter_context(ending_streams_on_exit(service, asyncio.get_running_loop()))
             if config.eager:
+                warming = not pool.is_open(pool.default)  # graphs handed in opened were warmed by their owner
                 for name in pool.names():
                     await asyncio.to_thread(pool.get, name)
+                if warming:  # so the first question costs what the second does (faces/warm)
+                    await asyncio.to_thread(
+                        warm, pool.get, lambda: service.shared_strategy(config.strategy, llm), llm=llm
+                    )
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())
             log.info(
