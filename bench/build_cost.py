@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the te
 from scripted_llm import Call, Reply, ScriptedLLM  # noqa: E402
 from sparqlnav.answer import Strategy  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
-from sparqlnav.llm.client import LLMConfig, ModelPrice  # noqa: E402
+from sparqlnav.llm import LLMConfig, ModelPrice  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 from sparqlnav.strategies.build import create as create_build  # noqa: E402
 from sparqlnav.strategies.explore import create as create_explore  # noqa: E402

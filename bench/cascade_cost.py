@@ -40,7 +40,7 @@ from sparqlnav.evaluation.gold import Gold, freeze_gold  # noqa: E402
 from sparqlnav.evaluation.runner import ExampleSplits, make_record  # noqa: E402
 from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
-from sparqlnav.llm.client import LLMConfig  # noqa: E402
+from sparqlnav.llm import LLMConfig  # noqa: E402
 from sparqlnav.retrieval.embed import default_embedder  # noqa: E402
 from sparqlnav.retrieval.examples import examples_from_dataset  # noqa: E402
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs  # noqa: E402

@@ -31,7 +31,7 @@ from sparqlnav.feedback.checker import Feedback  # noqa: E402
 from sparqlnav.feedback.eraser import Guideline, Stage, StepContext  # noqa: E402
 from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
-from sparqlnav.llm.client import LLMConfig  # noqa: E402
+from sparqlnav.llm import LLMConfig  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 from sparqlnav.strategies.explore import Explore, ExploreOptions  # noqa: E402
 from sparqlnav.trace import Trace  # noqa: E402

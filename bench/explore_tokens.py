@@ -29,7 +29,7 @@ from scripted_llm import Call, Reply, ScriptedLLM  # noqa: E402
 from sparqlnav.evaluation.datasets import load_dataset  # noqa: E402
 from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
-from sparqlnav.llm.client import LLMConfig  # noqa: E402
+from sparqlnav.llm import LLMConfig  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 from sparqlnav.strategies.explore import Explore  # noqa: E402
 from sparqlnav.tools.digest import Digest, Digests  # noqa: E402

@@ -30,7 +30,7 @@ from scripted_llm import Reply, ScriptedLLM  # noqa: E402
 from sparqlnav.evaluation.datasets import load_questions  # noqa: E402
 from sparqlnav.evaluation.runner import ExampleSplits  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
-from sparqlnav.llm.client import LLMConfig  # noqa: E402
+from sparqlnav.llm import LLMConfig  # noqa: E402
 from sparqlnav.retrieval.embed import default_embedder  # noqa: E402
 from sparqlnav.retrieval.examples import examples_from_dataset  # noqa: E402
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs  # noqa: E402

@@ -92,7 +92,7 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(sparqlnav, name) is not None, name
     assert sparqlnav.open_kg.__module__ == "sparqlnav.graph.opening"
     assert sparqlnav.Settings.__module__ == "sparqlnav.settings"
-    assert sparqlnav.LLMConfig.__module__ == "sparqlnav.llm.client"
+    assert sparqlnav.LLMConfig.__module__ == "sparqlnav.llm.config"
     assert sparqlnav.Trace.__module__ == "sparqlnav.trace"
     with pytest.raises(AttributeError, match="no_such_thing"):
         _ = sparqlnav.no_such_thing  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from sparqlnav.feedback.eraser import Memory, StepContext
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, Term
-from sparqlnav.llm.client import LLMConfig, ToolCall
+from sparqlnav.llm import LLMConfig, ToolCall
 from sparqlnav.question.fit import projection_mismatch
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import tokenize

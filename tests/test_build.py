@@ -14,7 +14,7 @@ import pytest
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.strategies import available, make_strategy
 from sparqlnav.strategies.build import Builder, create, wanted_aggregations

@@ -10,7 +10,7 @@ import pytest
 from sparqlnav.feedback.builder import BuildView
 from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import Memory, StepContext
-from sparqlnav.llm.client import ToolCall
+from sparqlnav.llm import ToolCall
 from sparqlnav.sparql.draft import Draft, Fact, parse_term
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.build import BUILD_TOOLS

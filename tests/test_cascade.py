@@ -18,7 +18,7 @@ from sparqlnav.evaluation.datasets import Question, load_dataset
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, Term
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import tokenize
 from sparqlnav.retrieval.embed import default_embedder

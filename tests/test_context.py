@@ -9,7 +9,7 @@ from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import run_question
 from sparqlnav.context import Handover, RunContext, Turn
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.strategies.explore import create
 from sparqlnav.strategies.lexical import create as create_lexical
 from sparqlnav.trace import Trace

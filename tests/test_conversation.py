@@ -20,7 +20,7 @@ from sparqlnav.conversation import (
     ConversationStore,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 
 PI = "http://ld.company.org/prod-instances/"

@@ -46,7 +46,7 @@ from sparqlnav.evaluation.runner import (
 from sparqlnav.graph.endpoint import RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import demo_path
-from sparqlnav.llm.client import LLMConfig, ModelPrice
+from sparqlnav.llm import LLMConfig, ModelPrice
 from sparqlnav.strategies import explore
 from sparqlnav.trace import Trace
 

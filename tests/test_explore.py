@@ -16,7 +16,7 @@ from scripted_llm import Call, Error, Hang, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import demo_path
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.explore import Explore, ExploreOptions, create, thought_of

@@ -22,7 +22,7 @@ from sparqlnav.feedback.eraser import (
 )
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import ToolCall
+from sparqlnav.llm import ToolCall
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.explore import EXPLORE_TOOLS as EXPLORE_REGISTRY
 from sparqlnav.tools.lookup import EntityPage

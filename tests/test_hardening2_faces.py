@@ -35,7 +35,7 @@ from sparqlnav.faces.limits import MAX_BODY_BYTES
 from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.settings import Settings
 from sparqlnav.tools.registry import TOOLKIT_TOOLS

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparqlnav.llm.client import CallRecord, LLMClient, LLMConfig, LLMError, Message
+from sparqlnav.llm import CallRecord, LLMClient, LLMConfig, LLMError, Message
 from test_llm_waits import COMPLETION
 
 BODY_BYTES = 256 * 1024 * 1024  # what the server offers: 256 MiB of one JSON string

@@ -31,7 +31,7 @@ from sparqlnav.graph.endpoint import Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.store import LocalGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace

@@ -19,7 +19,7 @@ from sparqlnav.answer import Answer, run_question
 from sparqlnav.evaluation.metrics import answer_em, answer_superset, score_text
 from sparqlnav.evaluation.score import score_lines
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.documents import DocumentCorpus, file_docs
 from sparqlnav.retrieval.index import LocalIndex
 from sparqlnav.strategies.hybrid import create, demo_docs

@@ -14,7 +14,7 @@ from scripted_llm import Reply, ScriptedLLM
 from sparqlnav.evaluation.datasets import load_dataset
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex
-from sparqlnav.llm.client import LLMClient, LLMConfig
+from sparqlnav.llm import LLMClient, LLMConfig
 from sparqlnav.question.linking import (
     EntityCandidate,
     find_mentions,

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from scripted_llm import Call, Delay, Error, Hang, Raw, Reply, ScriptedLLM
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     Budget,
     BudgetExceeded,
     LLMClient,

@@ -21,7 +21,7 @@ from sparqlnav.evaluation.gold import freeze_gold
 from sparqlnav.evaluation.runner import run_eval
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import demo_path
-from sparqlnav.llm.client import BudgetExceeded, CallRecord, LLMClient, LLMConfig, LLMError, Message
+from sparqlnav.llm import BudgetExceeded, CallRecord, LLMClient, LLMConfig, LLMError, Message
 from sparqlnav.settings import ConfigError, Settings
 from sparqlnav.strategies import explore
 from sparqlnav.trace import Trace

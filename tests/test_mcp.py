@@ -20,7 +20,7 @@ from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.faces.mcp import SingleKG, create_mcp_server
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from test_serve import EX, MANAGER_OF_ALICE
 

@@ -20,7 +20,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.graph.schema import Schema
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import make_embedder, minilm_model_dir
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, open_kg_index, shape_docs

@@ -80,7 +80,7 @@ def test_a_dead_llm_fails_after_one_retry() -> None:
     """Item 7: a base URL where nothing listens took 5 attempts per stage (33 s for auto)."""
     import socket
 
-    from sparqlnav.llm.client import CallRecord, LLMClient, LLMConfig, LLMError, Message
+    from sparqlnav.llm import CallRecord, LLMClient, LLMConfig, LLMError, Message
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

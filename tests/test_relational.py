@@ -27,7 +27,7 @@ from sparqlnav.graph.relational import (
     read_database,
     stored_status,
 )
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.tools.digest import Digests

@@ -23,7 +23,7 @@ from sparqlnav.feedback.eraser import Memory, StepContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
 from sparqlnav.settings import Settings

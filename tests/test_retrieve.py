@@ -19,7 +19,7 @@ from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.schema import Schema
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.retrieval.examples import Example, examples_from_dataset
 from sparqlnav.retrieval.index import (

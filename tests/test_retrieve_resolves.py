@@ -19,7 +19,7 @@ from scripted_llm import Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.question.named import named_things
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs

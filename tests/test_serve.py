@@ -34,7 +34,7 @@ from sparqlnav.faces.http import (
 )
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.tools.toolkit import Toolkit

@@ -22,7 +22,7 @@ from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.relational import relational_of
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.sql.draft import ColumnRef, SqlAggregate, SqlCondition, SqlDraft, SqlValue
 from sparqlnav.strategies.build import create

@@ -15,7 +15,7 @@ import test_serve
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.explore import Explore
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, tool

@@ -18,7 +18,7 @@ import pytest
 from scripted_llm import Call, Error, Hang, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     CallRecord,
     LLMClient,
     LLMConfig,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sparqlnav.graph.kg import KGError, KnowledgeGraph
     from sparqlnav.graph.opening import open_kg
     from sparqlnav.graph.store import LoadError
-    from sparqlnav.llm.client import BudgetExceeded, LLMConfig, LLMError, LLMOutputError
+    from sparqlnav.llm import BudgetExceeded, LLMConfig, LLMError, LLMOutputError
     from sparqlnav.retrieval.embed import EmbedderUnavailable
     from sparqlnav.retrieval.examples import ExamplesError
     from sparqlnav.retrieval.index import IndexUnavailable, SchemaUnavailable
@@ -51,13 +51,13 @@ _LAZY: dict[str, str] = {
     "Event": "sparqlnav.trace",
     "Usage": "sparqlnav.trace",
     "Settings": "sparqlnav.settings",
-    "LLMConfig": "sparqlnav.llm.client",
+    "LLMConfig": "sparqlnav.llm",
     # errors, all under SparqlnavError
     "KGError": "sparqlnav.graph.kg",
     "LoadError": "sparqlnav.graph.store",
-    "LLMError": "sparqlnav.llm.client",
-    "BudgetExceeded": "sparqlnav.llm.client",
-    "LLMOutputError": "sparqlnav.llm.client",
+    "LLMError": "sparqlnav.llm",
+    "BudgetExceeded": "sparqlnav.llm",
+    "LLMOutputError": "sparqlnav.llm",
     "StrategyUnavailable": "sparqlnav.strategies",
     "LookupFailed": "sparqlnav.tools.lookup",
     "Refused": "sparqlnav.sparql.guard",

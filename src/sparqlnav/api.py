@@ -7,7 +7,7 @@ from sparqlnav.context import Turn
 from sparqlnav.conversation import Conversation
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.trace import Listener, Trace

@@ -1,7 +1,7 @@
 """The root of sparqlnav's exceptions: every error it raises on purpose derives from SparqlnavError.
 
 The exceptions themselves stay beside the code that raises them (KGError in graph/kg.py, LLMError in
-llm/client.py, ...), so that this module imports nothing and any module can import it.
+llm/errors.py, ...), so that this module imports nothing and any module can import it.
 """
 
 

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
-from sparqlnav.llm.client import LLMConfig, load_prices
+from sparqlnav.llm import LLMConfig, load_prices
 
 __all__ = [
     "VARIABLES",

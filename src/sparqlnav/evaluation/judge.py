@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from sparqlnav.llm.client import LLMClient, LLMConfig, Message, Recorder
+from sparqlnav.llm import LLMClient, LLMConfig, Message, Recorder
 
 JUDGE_PROMPT = """You grade answers to questions. You get a question, the reference answer and a candidate answer.
 Decide whether the candidate gives the reference answer: the same entity, value or list, however it is worded

@@ -1113,7 +1113,7 @@ def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
 
 def _synthesized(graph: KnowledgeGraph, settings: Settings, n: int, kept_ids: list[str]) -> list[Example]:
     """`index --synthesize-examples N`: pairs the LLM writes over the schema that run and return rows."""
-    from sparqlnav.llm.client import LLMError
+    from sparqlnav.llm import LLMError
     from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema
     from sparqlnav.retrieval.synthesize import synthesize_examples
 

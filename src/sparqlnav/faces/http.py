@@ -55,7 +55,7 @@ from sparqlnav.settings import Settings
 from sparqlnav.version import __version__
 
 if TYPE_CHECKING:
-    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.llm import LLMConfig
 
 __all__ = [
     "JsonFormatter",

@@ -35,7 +35,7 @@ from sparqlnav.version import __version__
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
-    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.llm import LLMConfig
     from sparqlnav.settings import Settings
 
 StrategyFactory = Callable[[str, "LLMConfig | None"], "Strategy"]

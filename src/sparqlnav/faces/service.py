@@ -43,7 +43,7 @@ from sparqlnav.trace import Event, Trace
 
 if TYPE_CHECKING:
     from sparqlnav.faces.mcp import McpTools
-    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.llm import LLMConfig
 
 log = logging.getLogger("sparqlnav.faces.http")  # one logger for the whole HTTP face
 
@@ -596,7 +596,7 @@ class Service:
 
 def run_failure(exc: BaseException) -> HTTPException:
     """An HTTP error for a run that raised: upstream LLM trouble is 502, anything else 500."""
-    from sparqlnav.llm.client import LLMError
+    from sparqlnav.llm import LLMError
 
     if isinstance(exc, LLMError):
         return HTTPException(502, f"the LLM failed: {one_line(exc)}")

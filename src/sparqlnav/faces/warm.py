@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 
 log = logging.getLogger(__name__)
 

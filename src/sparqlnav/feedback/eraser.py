@@ -23,7 +23,7 @@ import yaml
 from sparqlnav.feedback.view import BuildView, SqlView
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.vocab import Vocabulary
-from sparqlnav.llm.client import ToolCall, ToolSpec
+from sparqlnav.llm import ToolCall, ToolSpec
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import tokenize

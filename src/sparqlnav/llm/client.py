@@ -1,411 +1,51 @@
-"""OpenAI-compatible chat client: native or text-ReAct tool calls, structured output, retries, cache, budgets."""
+"""The OpenAI-compatible chat client: native or text-ReAct tool calls, structured output, retries, cache, budgets."""
 
 from __future__ import annotations
 
-import ast
 import errno
-import hashlib
 import json
-import os
 import re
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from importlib import resources
-from pathlib import Path
-from string import Template
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel
 
-from sparqlnav.errors import SparqlnavError
+from sparqlnav.llm.cache import ReplyCache
+from sparqlnav.llm.config import LLMConfig
+from sparqlnav.llm.errors import BudgetExceeded, LLMError, LLMOutputError, one_line
+from sparqlnav.llm.jsonout import json_arguments, validate_json
+from sparqlnav.llm.messages import (
+    LLMReply,
+    LLMUsage,
+    M,
+    Message,
+    StructuredReply,
+    ToolCall,
+    ToolSpec,
+)
+from sparqlnav.llm.react import REACT_STOP, parse_react, react_messages
+from sparqlnav.llm.usage import Budget, CallOutcome, CallReporter, Recorder, UsageTotals
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.transport import TOO_LARGE, Deadline, guarded_transport, sdk_http
 
 if TYPE_CHECKING:
     import openai  # imported when a client is made: it takes a second, and many runs need no LLM
 
-    from sparqlnav.trace import Trace
+__all__ = ["LLMClient"]
 
-__all__ = [
-    "Budget",
-    "BudgetExceeded",
-    "CallOutcome",
-    "CallRecord",
-    "LLMClient",
-    "LLMConfig",
-    "LLMError",
-    "LLMOutputError",
-    "LLMReply",
-    "LLMUsage",
-    "Message",
-    "ModelPrice",
-    "Recorder",
-    "StructuredReply",
-    "ToolCall",
-    "ToolSpec",
-    "UsageTotals",
-    "extract_json_object",
-    "load_prices",
-    "parse_react",
-    "trace_recorder",
-]
-
-ToolMode = Literal["native", "react"]
-Role = Literal["system", "user", "assistant", "tool"]
-M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 # Statuses worth another try: rate limits, timeouts/conflicts reported by proxies, server faults.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 # Local servers (llama.cpp, Ollama, vLLM) ignore the key, but the SDK refuses to start without one.
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
-CACHE_FORMAT = 1
-REACT_STOP = "\nObservation:"
 
 
-# ---------------------------------------------------------------- errors
-
-
-class LLMError(SparqlnavError):
-    """An LLM request failed for good; the message is one line a person can act on."""
-
-    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 0) -> None:
-        super().__init__(_one_line(message))
-        self.status_code = status_code
-        self.attempts = attempts
-
-
-class BudgetExceeded(LLMError):
-    """The run's LLM budget (calls, tokens or seconds) is used up; no request was sent."""
-
-
-class LLMOutputError(LLMError):
-    """The model answered, but not with what was asked for (e.g. JSON that fails the schema)."""
-
-    reply: LLMReply | None = None  # the answer that could not be used, when there was one
-
-
-# ---------------------------------------------------------------- configuration
-
-
-class ModelPrice(BaseModel):
-    """USD per one million input and output tokens."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-    input_per_million: float = Field(alias="input", ge=0)
-    output_per_million: float = Field(alias="output", ge=0)
-
-
-class LLMConfig(BaseModel):
-    """Which OpenAI-compatible server and model to use, and how to talk to it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str
-    base_url: str | None = None  # None = the SDK's default (api.openai.com)
-    api_key: SecretStr | None = None
-    temperature: float | None = 0.0
-    top_p: float | None = None
-    seed: int | None = None
-    max_output_tokens: int | None = None
-    # Older local servers only know `max_tokens`; OpenAI reasoning models only `max_completion_tokens`.
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    # Per request, overall (not per read: a server sending a byte now and then does not stretch it).
-    timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    max_retries: int = Field(default=4, ge=0)
-    # Wall-clock seconds of LLM use per question (strategies make a Budget of it); retries stay within it.
-    budget_s: float | None = Field(default=300.0, gt=0, allow_inf_nan=False)
-    retry_backoff_s: float = Field(default=1.0, ge=0)
-    max_backoff_s: float = Field(default=30.0, ge=0)
-    max_retry_after_s: float = Field(default=120.0, ge=0)
-    tool_mode: ToolMode = "native"
-    # A reply is a few KB of JSON; a server sending gigabytes must not fill our memory with them.
-    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
-    prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    cache_dir: Path | None = None
-
-    def price(self, model: str | None = None) -> ModelPrice | None:
-        """The price entry of `model` (default: the configured model), if any."""
-        return self.prices.get(model or self.model)
-
-
-def load_prices(path: Path) -> dict[str, ModelPrice]:
-    """Read a JSON price table: {"model": {"input": usd_per_1m, "output": usd_per_1m}, ...}."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raise ValueError("top level must be an object keyed by model name")
-        return {str(name): ModelPrice.model_validate(entry) for name, entry in raw.items()}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read LLM price table {path}: {_one_line(str(exc))}") from exc
-
-
-# ---------------------------------------------------------------- messages and replies
-
-
-class ToolSpec(BaseModel):
-    """A tool the model may call: name, what it does, JSON Schema of its arguments."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    description: str
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-
-    def openai(self) -> dict[str, Any]:
-        """The OpenAI `tools` entry for this tool."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
-
-
-class ToolCall(BaseModel):
-    """One tool call by the model; malformed arguments are kept raw with the reason in parse_error."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    raw_arguments: str = ""
-    parse_error: str | None = None
-
-
-class Message(BaseModel):
-    """One chat message; assistant messages may carry tool calls, tool messages answer one."""
-
-    role: Role
-    content: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    tool_call_id: str | None = None
-    name: str | None = None  # the tool's name on tool messages
-
-    @classmethod
-    def system(cls, content: str) -> Message:
-        """A system message."""
-        return cls(role="system", content=content)
-
-    @classmethod
-    def user(cls, content: str) -> Message:
-        """A user message."""
-        return cls(role="user", content=content)
-
-    @classmethod
-    def assistant(cls, content: str = "", tool_calls: Sequence[ToolCall] = ()) -> Message:
-        """An assistant message, optionally with the tool calls it made."""
-        return cls(role="assistant", content=content, tool_calls=list(tool_calls))
-
-    @classmethod
-    def tool(cls, call: ToolCall, content: str) -> Message:
-        """The result of `call`, to send back to the model."""
-        return cls(role="tool", content=content, tool_call_id=call.id, name=call.name)
-
-
-class LLMUsage(BaseModel):
-    """Tokens, cost and time of one LLM call."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_known: bool = False
-    latency_s: float = 0.0
-    cached: bool = False
-
-
-class LLMReply(BaseModel):
-    """What the model said: text, tool calls, usage and why it stopped."""
-
-    text: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    usage: LLMUsage = Field(default_factory=LLMUsage)
-    finish_reason: str | None = None
-    model: str | None = None
-
-    def as_message(self) -> Message:
-        """This reply as an assistant message for the conversation history."""
-        return Message.assistant(self.text, self.tool_calls)
-
-
-@dataclass(frozen=True)
-class StructuredReply(Generic[M]):
-    """A validated structured answer with the reply it came from."""
-
-    value: M
-    reply: LLMReply
-
-
-# ---------------------------------------------------------------- accounting
-
-
-@dataclass
-class UsageTotals:
-    """Running totals over many calls; cached replies count with their original tokens and cost."""
-
-    llm_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    cached_calls: int = 0
-    cost_known: bool = True  # False once any call had no price
-
-    def add(self, usage: LLMUsage) -> None:
-        """Count one call."""
-        self.llm_calls += 1
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cost_usd += usage.cost_usd
-        self.seconds += usage.latency_s
-        self.cached_calls += int(usage.cached)
-        self.cost_known = self.cost_known and usage.cost_known
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict."""
-        return asdict(self)
-
-
-CallOutcome = Literal["ok", "http_error", "timeout", "unreachable", "unparseable", "cached"]
-# Outcomes of requests the server answered: the requests a run's usage counts.
-SERVED_OUTCOMES: frozenset[CallOutcome] = frozenset({"ok", "http_error", "unparseable"})
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One request sent to the LLM server (each retry is its own), or one reply taken from the cache.
-
-    `served` requests are those the server answered: a reply (`ok`), an HTTP error (`http_error`) or
-    output that could not be used (`unparseable`); they are what usage counts. A `timeout` or an
-    `unreachable` server got no answer, and a `cached` reply sent no request: these are recorded but
-    not counted (a cache hit carries the tokens of the reply it replays, for information only).
-    """
-
-    purpose: str
-    model: str
-    attempt: int  # 1 for the first request of a call, 2 for its first retry, …
-    outcome: CallOutcome
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    cost_usd: float = 0.0
-    cost_known: bool = False
-    status_code: int | None = None
-    error: str | None = None
-
-    @property
-    def served(self) -> bool:
-        """Whether the server answered this request (so usage counts it)."""
-        return self.outcome in SERVED_OUTCOMES
-
-    def event_data(self) -> dict[str, Any]:
-        """The data of this request's `llm_call` trace event."""
-        data = asdict(self)
-        data.update(latency_s=round(self.latency_s, 4), served=self.served, cached=self.outcome == "cached")
-        return {k: v for k, v in data.items() if v is not None}
-
-
-# Receives every request a call sends; passed with each call so that a client shared by concurrent
-# runs reports each request to the run that made it.
-Recorder = Callable[[CallRecord], None]
-
-
-def trace_recorder(trace: Trace) -> Recorder:
-    """A recorder writing each request as an `llm_call` event of `trace` (which keeps the usage)."""
-
-    def record(call: CallRecord) -> None:
-        trace.emit("llm_call", **call.event_data())
-
-    return record
-
-
-@dataclass(frozen=True)
-class _Reporter:
-    """Reports the requests of one call to its recorder, if it has one."""
-
-    record: Recorder | None
-    purpose: str
-    model: str
-    priced: bool  # whether the model has a price: a request without usage then costs a known 0
-
-    def __call__(
-        self,
-        attempt: int,
-        outcome: CallOutcome,
-        latency_s: float,
-        *,
-        usage: LLMUsage | None = None,
-        model: str | None = None,
-        status_code: int | None = None,
-        error: str | None = None,
-    ) -> None:
-        if self.record is None:
-            return
-        u = usage or LLMUsage()
-        self.record(
-            CallRecord(
-                purpose=self.purpose,
-                model=model or self.model,
-                attempt=attempt,
-                outcome=outcome,
-                input_tokens=u.input_tokens,
-                output_tokens=u.output_tokens,
-                latency_s=latency_s,
-                cost_usd=u.cost_usd,
-                cost_known=u.cost_known if usage is not None else self.priced,
-                status_code=status_code,
-                error=error,
-            )
-        )
-
-
-@dataclass
-class Budget:
-    """Limits on one run's LLM use; a None limit is no limit. The clock starts at creation."""
-
-    max_calls: int | None = None
-    max_tokens: int | None = None
-    max_seconds: float | None = None
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
-    calls: int = 0
-    tokens: int = 0
-    started_at: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.started_at = self.clock()
-
-    def elapsed(self) -> float:
-        """Seconds since the budget was created."""
-        return self.clock() - self.started_at
-
-    def remaining_seconds(self) -> float | None:
-        """Seconds left, or None without a time limit."""
-        return None if self.max_seconds is None else self.max_seconds - self.elapsed()
-
-    def charge(self, usage: LLMUsage) -> None:
-        """Count one call and its tokens."""
-        self.calls += 1
-        self.tokens += usage.input_tokens + usage.output_tokens
-
-    def exceeded(self) -> str | None:
-        """Why the budget is used up, or None while there is room for another call."""
-        if self.max_calls is not None and self.calls >= self.max_calls:
-            return f"LLM call budget used up ({self.calls} of {self.max_calls} calls)"
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return f"LLM token budget used up ({self.tokens} of {self.max_tokens} tokens)"
-        remaining = self.remaining_seconds()
-        if remaining is not None and remaining <= 0:
-            return f"LLM time budget used up ({self.elapsed():.1f} of {self.max_seconds:g} s)"
-        return None
-
-
-# ---------------------------------------------------------------- wire format
+# ---------------------------------------------------------------- the native wire format
 
 
 def _native_message(message: Message) -> dict[str, Any]:
@@ -438,197 +78,6 @@ def _wire_arguments(call: ToolCall) -> str:
     return json.dumps({"malformed_arguments": call.raw_arguments}, ensure_ascii=False)
 
 
-def render_tools(tools: Sequence[ToolSpec]) -> str:
-    """The tool list as text for a ReAct system prompt."""
-    blocks = []
-    for tool in tools:
-        schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(", ", ": "))
-        blocks.append(f"### {tool.name}\n{tool.description.strip()}\nArguments: {schema}")
-    return "\n\n".join(blocks)
-
-
-def _react_action(call: ToolCall) -> str:
-    args = (
-        call.raw_arguments
-        if call.parse_error is not None
-        else json.dumps(call.arguments, ensure_ascii=False)
-    )
-    return f"Action: {call.name}({args})"
-
-
-def _react_messages(
-    messages: Sequence[Message], tools: Sequence[ToolSpec], template: str
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if tools:
-        tools_text = Template(template).safe_substitute(tools=render_tools(tools))
-        if messages and messages[0].role == "system":
-            out.append({"role": "system", "content": f"{messages[0].content}\n\n{tools_text}"})
-            messages = messages[1:]
-        else:
-            out.append({"role": "system", "content": tools_text})
-    for message in messages:
-        if message.role == "tool":
-            label = f"Observation ({message.name}):" if message.name else "Observation:"
-            entry = {"role": "user", "content": f"{label}\n{message.content}"}
-        elif message.role == "assistant":
-            content = message.content
-            if message.tool_calls and not re.search(r"^\s*Action\s*:", content, re.M | re.I):
-                actions = "\n".join(_react_action(c) for c in message.tool_calls)
-                content = f"{content}\n{actions}".strip()
-            entry = {"role": "assistant", "content": content}
-        else:
-            entry = {"role": message.role, "content": message.content}
-        # Strict chat templates (e.g. Mistral's) reject two user turns in a row: merge them.
-        if out and entry["role"] == "user" and out[-1]["role"] == "user":
-            out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{entry['content']}"}
-        else:
-            out.append(entry)
-    return out
-
-
-# ---------------------------------------------------------------- parsing
-
-
-def _parse_json_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    if not raw.strip():
-        return {}, None
-    try:
-        value = _LENIENT_JSON.decode(raw)
-    except json.JSONDecodeError as exc:
-        return (
-            {},
-            f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-        )
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-_JSON_NAMES = {"true": True, "false": False, "null": None}
-# Models often put raw newlines inside JSON strings (multi-line SPARQL); strict=False accepts them.
-_LENIENT_JSON = json.JSONDecoder(strict=False)
-
-
-def _literal(node: ast.expr) -> Any:
-    # Models mix JSON and Python spellings (true/True, null/None); accept both.
-    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
-        return _JSON_NAMES[node.id]
-    if isinstance(node, ast.Dict):
-        return {
-            _literal(k): _literal(v)
-            for k, v in zip(node.keys, node.values, strict=True)
-            if k is not None
-        }
-    if isinstance(node, ast.List | ast.Tuple):
-        return [_literal(e) for e in node.elts]
-    return ast.literal_eval(node)
-
-
-def _parse_call_arguments(text: str, spec: ToolSpec | None) -> tuple[dict[str, Any], str | None]:
-    """Arguments written inside `name(...)`: a JSON object, or Python-style positional/keyword values."""
-    stripped = text.strip()
-    if not stripped:
-        return {}, None
-    json_error: str | None = None
-    if stripped.startswith("{"):
-        args, json_error = _parse_json_arguments(stripped)
-        if json_error is None:
-            return args, None
-    try:
-        tree = ast.parse(f"_call({stripped})", mode="eval").body
-    except SyntaxError as exc:
-        return {}, json_error or f"cannot read the arguments: {exc.msg}"
-    if not isinstance(tree, ast.Call):
-        return {}, json_error or "cannot read the arguments"
-    names = list((spec.parameters.get("properties") or {}) if spec else {})
-    values: dict[str, Any] = {}
-    try:
-        if len(tree.args) == 1 and not tree.keywords and isinstance(tree.args[0], ast.Dict):
-            value = _literal(tree.args[0])
-            return {str(k): v for k, v in value.items()}, None
-        for index, arg in enumerate(tree.args):
-            if index >= len(names):
-                return (
-                    {},
-                    json_error or "positional arguments do not match the tool; pass a JSON object",
-                )
-            values[names[index]] = _literal(arg)
-        for keyword in tree.keywords:
-            if keyword.arg is None:
-                return {}, "cannot use ** in arguments; pass a JSON object"
-            values[keyword.arg] = _literal(keyword.value)
-    except (ValueError, TypeError, SyntaxError):
-        return {}, json_error or "arguments must be plain values (strings, numbers, lists, objects)"
-    return values, None
-
-
-_REACT_KEYWORD = re.compile(r"^[ \t]*(Thought|Action|Observation|Final Answer)[ \t]*:", re.M | re.I)
-_ACTION = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*", re.M | re.I)
-_ACTION_INPUT = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\n\s*Action Input\s*:\s*(.*)$", re.S | re.I)
-_ACTION_NAME = re.compile(r"`*\s*([A-Za-z_][\w.\-]*)\s*\(")
-
-
-def _action_block(text: str, start: int) -> str:
-    following = _REACT_KEYWORD.search(text, start)
-    block = text[start : following.start() if following else len(text)]
-    return block.strip().strip("`").strip()
-
-
-def _parse_action(block: str, call_id: str, specs: Mapping[str, ToolSpec]) -> ToolCall:
-    legacy = _ACTION_INPUT.match(block)
-    if legacy:
-        name, raw = legacy.group(1), legacy.group(2).strip().strip("`").strip()
-        args, error = _parse_call_arguments(raw, specs.get(name))
-        return ToolCall(id=call_id, name=name, arguments=args, raw_arguments=raw, parse_error=error)
-    head = _ACTION_NAME.match(block)
-    if head is None:
-        bare = re.fullmatch(r"[A-Za-z_][\w.\-]*", block)
-        if bare:  # `Action: stop` without parentheses
-            return ToolCall(id=call_id, name=block, raw_arguments="")
-        return ToolCall(
-            id=call_id,
-            name="",
-            raw_arguments=block,
-            parse_error="cannot read the action; write it as Action: tool_name({...})",
-        )
-    name, rest = head.group(1), block[head.end() :]
-    lead = rest.lstrip()
-    if lead.startswith("{"):
-        # A JSON object may contain ')' inside strings: decode it first, then expect ')'.
-        try:
-            value, end = _LENIENT_JSON.raw_decode(lead)
-        except json.JSONDecodeError:
-            value, end = None, 0
-        if isinstance(value, dict) and lead[end:].lstrip().startswith(")"):
-            return ToolCall(id=call_id, name=name, arguments=value, raw_arguments=lead[:end])
-    close = rest.rfind(")")
-    raw = (rest[:close] if close >= 0 else rest).strip()
-    args, error = _parse_call_arguments(raw, specs.get(name))
-    if close < 0 and error is None:
-        error = "the action has no closing ')'"
-    if error is not None:
-        raw = rest.strip()  # show the model everything it wrote after '('
-    return ToolCall(
-        id=call_id,
-        name=name,
-        arguments=args if error is None else {},
-        raw_arguments=raw,
-        parse_error=error,
-    )
-
-
-def parse_react(
-    text: str, tools: Sequence[ToolSpec] = (), id_prefix: str = "react"
-) -> list[ToolCall]:
-    """Tool calls written as `Action: name({...})` (or `name(key=value)`) in a ReAct reply."""
-    specs = {t.name: t for t in tools}
-    calls = []
-    for index, match in enumerate(_ACTION.finditer(text)):
-        block = _action_block(text, match.end())
-        calls.append(_parse_action(block, f"{id_prefix}-{index}", specs))
-    return calls
-
 
 def _native_tool_calls(raw_calls: Any) -> list[ToolCall]:
     calls: list[ToolCall] = []
@@ -645,7 +94,7 @@ def _native_tool_calls(raw_calls: Any) -> list[ToolCall]:
             if isinstance(arguments, dict)
             else str(arguments or "")
         )
-        args, error = _parse_json_arguments(raw_text)
+        args, error = json_arguments(raw_text)
         calls.append(
             ToolCall(
                 id=call_id,
@@ -666,95 +115,8 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text` (whole text, fenced block or embedded), or None."""
-    stripped = text.strip()
-    try:
-        whole = _LENIENT_JSON.decode(stripped)
-    except json.JSONDecodeError:
-        whole = None
-    if isinstance(whole, dict):
-        return whole
-    decoder = _LENIENT_JSON
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
-
-def _validate_json(text: str, schema: type[M]) -> M:
-    obj = extract_json_object(text)
-    preview = _one_line(text)[:80]
-    if obj is None:
-        raise LLMOutputError(f"expected a JSON object for {schema.__name__}, got: {preview!r}")
-    try:
-        return schema.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise LLMOutputError(
-            f"JSON reply does not match {schema.__name__}: {where}: {first.get('msg')}{more}"
-        ) from exc
-
-
-# ---------------------------------------------------------------- cache
-
-
-class _ReplyCache:
-    """Replies on disk, one JSON file per request hash; writes are atomic."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    @staticmethod
-    def key(body: Mapping[str, Any]) -> str:
-        canonical = json.dumps(
-            {"format": CACHE_FORMAT, "request": body},
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> LLMReply | None:
-        path = self._path(key)
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            return LLMReply.model_validate(stored["reply"])
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # a damaged entry is a miss; the next write replaces it
-
-    def put(self, key: str, body: Mapping[str, Any], reply: LLMReply) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps(
-            {"request": body, "reply": reply.model_dump(mode="json")}, ensure_ascii=False, indent=1
-        )
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(payload)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-# ---------------------------------------------------------------- client
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+# ---------------------------------------------------------------- the client
 
 
 def _default_template() -> str:
@@ -780,7 +142,7 @@ class LLMClient:
         self._react_template = react_template if react_template is not None else _default_template()
         self._sleep = sleep
         self._clock = clock
-        self._cache = _ReplyCache(config.cache_dir) if config.cache_dir else None
+        self._cache = ReplyCache(config.cache_dir) if config.cache_dir else None
         self._totals = UsageTotals()
         self._lock = threading.Lock()
         self._json_schema_supported: bool | None = None
@@ -870,7 +232,7 @@ class LLMClient:
         reporter = self._reporter(record, purpose)
 
         def accept(reply: LLMReply) -> M:
-            return _validate_json(reply.text, schema)
+            return validate_json(reply.text, schema)
 
         error: LLMOutputError | None = None
         for _ in range(repairs + 1):
@@ -898,7 +260,7 @@ class LLMClient:
         convo: Sequence[Message],
         response_format: Mapping[str, Any],
         budget: Budget | None,
-        reporter: _Reporter,
+        reporter: CallReporter,
         accept: Callable[[LLMReply], T],
     ) -> tuple[LLMReply, T]:
         if self._json_schema_supported is not False:
@@ -925,7 +287,7 @@ class LLMClient:
         tools: Sequence[ToolSpec] | None,
         response_format: Mapping[str, Any] | None,
         budget: Budget | None,
-        reporter: _Reporter,
+        reporter: CallReporter,
         accept: Callable[[LLMReply], T],
     ) -> tuple[LLMReply, T]:
         """One reply (from the cache or the server) and what `accept` makes of it, every request reported."""
@@ -937,7 +299,7 @@ class LLMClient:
         tools = list(tools or ())
         body = self._request_body(messages, tools, response_format)
         started = self._clock()
-        key = _ReplyCache.key(body) if self._cache else None
+        key = ReplyCache.key(body) if self._cache else None
         if self._cache and key:
             stored = self._cache.get(key)
             if stored is not None:
@@ -962,7 +324,7 @@ class LLMClient:
         self,
         reply: LLMReply,
         accept: Callable[[LLMReply], T],
-        reporter: _Reporter,
+        reporter: CallReporter,
         attempt: int,
         outcome: CallOutcome,
         latency: float | None = None,
@@ -979,9 +341,9 @@ class LLMClient:
         reporter(attempt, outcome, seconds, usage=reply.usage, model=reply.model)
         return value
 
-    def _reporter(self, record: Recorder | None, purpose: str) -> _Reporter:
+    def _reporter(self, record: Recorder | None, purpose: str) -> CallReporter:
         cfg = self.config
-        return _Reporter(record, purpose, cfg.model, priced=cfg.price() is not None)
+        return CallReporter(record, purpose, cfg.model, priced=cfg.price() is not None)
 
     def question_budget(self, seconds: float | None = None) -> Budget:
         """A fresh budget for one question's calls: `seconds` when given (what a cascade leaves), else the
@@ -1009,7 +371,7 @@ class LLMClient:
         cfg = self.config
         body: dict[str, Any] = {"model": cfg.model}
         if cfg.tool_mode == "react":
-            body["messages"] = _react_messages(messages, tools, self._react_template)
+            body["messages"] = react_messages(messages, tools, self._react_template)
             if tools:
                 body["stop"] = [REACT_STOP]
         else:
@@ -1029,7 +391,7 @@ class LLMClient:
         return body
 
     def _send(
-        self, body: dict[str, Any], budget: Budget | None, reporter: _Reporter
+        self, body: dict[str, Any], budget: Budget | None, reporter: CallReporter
     ) -> tuple[dict[str, Any], int, float]:
         """The decoded answer, the attempt that got it and its latency; retries as configured."""
         cfg = self.config
@@ -1050,7 +412,7 @@ class LLMClient:
                 reporter(number, "timeout", self._clock() - started, error=last)
                 raise _Failure(last) from exc
             except openai.APIConnectionError as exc:
-                cause = _one_line(str(exc.__cause__ or exc))
+                cause = one_line(str(exc.__cause__ or exc))
                 if cause.startswith(TOO_LARGE):  # the same server would send the same again: no retry
                     reporter(number, "unparseable", self._clock() - started, error=cause)
                     raise LLMError(f"LLM request to {where} failed: {cause}", attempts=number) from exc
@@ -1117,7 +479,7 @@ class LLMClient:
     ) -> LLMReply:
         choices = data.get("choices") or []
         if not choices or not isinstance(choices[0], dict):
-            raise LLMError(f"LLM server returned no choices: {_one_line(json.dumps(data))[:200]}")
+            raise LLMError(f"LLM server returned no choices: {one_line(json.dumps(data))[:200]}")
         choice = choices[0]
         message = choice.get("message") or {}
         text = _content_text(message.get("content"))
@@ -1187,10 +549,10 @@ def _decode_body(text: str, where: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LLMError(
-            f"LLM server {where} sent a non-JSON reply: {_one_line(text)[:120]!r}"
+            f"LLM server {where} sent a non-JSON reply: {one_line(text)[:120]!r}"
         ) from exc
     if not isinstance(data, dict):
-        raise LLMError(f"LLM server {where} sent an unexpected reply: {_one_line(text)[:120]!r}")
+        raise LLMError(f"LLM server {where} sent an unexpected reply: {one_line(text)[:120]!r}")
     return data
 
 
@@ -1199,10 +561,10 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return _one_line(str(inner["message"]))[:200]
+            return one_line(str(inner["message"]))[:200]
         if isinstance(inner, str):
-            return _one_line(inner)[:200]
-    return _one_line(exc.response.reason_phrase or exc.message)[:200]
+            return one_line(inner)[:200]
+    return one_line(exc.response.reason_phrase or exc.message)[:200]
 
 
 def _schema_name(schema: type[BaseModel]) -> str:

@@ -30,7 +30,7 @@ from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.tools.lookup import LookupFailed, property_iri, relations
 
 if TYPE_CHECKING:
-    from sparqlnav.llm.client import LLMClient
+    from sparqlnav.llm import LLMClient
     from sparqlnav.trace import Trace
 
 MentionSource = Literal["quoted", "code", "capitalised", "ngram", "llm"]
@@ -517,7 +517,7 @@ Entities: chemical element — a species of atoms with a given number of protons
 
 def llm_mentions(llm: LLMClient, question: str, *, trace: Trace | None = None) -> list[Mention]:
     """SPAGHETTI-style mentions: the LLM names each entity and describes it in ≤10 words."""
-    from sparqlnav.llm.client import Message, trace_recorder
+    from sparqlnav.llm import Message, trace_recorder
 
     reply = llm.chat_json(
         [Message.system(LLM_MENTION_PROMPT), Message.user(f"Question: {question}")],
@@ -887,7 +887,7 @@ def link(
     candidates = mention_candidates(kg, question, mentions)
     notes: list[str] = []
     if llm is not None:
-        from sparqlnav.llm.client import LLMError
+        from sparqlnav.llm import LLMError
 
         try:
             extra = llm_mentions(llm, question, trace=trace)

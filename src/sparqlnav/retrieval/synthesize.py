@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
-from sparqlnav.llm.client import LLMClient, LLMConfig, Message, Recorder
+from sparqlnav.llm import LLMClient, LLMConfig, Message, Recorder
 from sparqlnav.retrieval.examples import Example
 from sparqlnav.sparql.check import validate
 from sparqlnav.sparql.prefixes import declare_prefixes

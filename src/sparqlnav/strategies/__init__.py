@@ -10,7 +10,7 @@ from sparqlnav.errors import SparqlnavError
 
 if TYPE_CHECKING:
     from sparqlnav.answer import Strategy
-    from sparqlnav.llm.client import LLMConfig
+    from sparqlnav.llm import LLMConfig
     from sparqlnav.settings import Settings
 
 # name -> (module, needs an LLM)

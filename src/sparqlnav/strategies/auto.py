@@ -22,7 +22,7 @@ from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable
-from sparqlnav.llm.client import LLMConfig
+from sparqlnav.llm import LLMConfig
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
 from sparqlnav.retrieval.indexes import index_errors
 from sparqlnav.settings import CascadeSettings, Settings

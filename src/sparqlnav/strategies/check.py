@@ -16,7 +16,7 @@ from sparqlnav.feedback.eraser import normalise_iri
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.vocab import label_adds
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     BudgetExceeded,
     LLMClient,
     LLMConfig,

@@ -10,7 +10,7 @@ from sparqlnav.answer import Answer, Status
 from sparqlnav.context import RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
-from sparqlnav.llm.client import BudgetExceeded, LLMError, LLMReply, Message
+from sparqlnav.llm import BudgetExceeded, LLMError, LLMReply, Message
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace

@@ -34,7 +34,7 @@ from sparqlnav.feedback.eraser import (
     render_guidelines,
 )
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     Budget,
     BudgetExceeded,
     LLMClient,

@@ -27,7 +27,7 @@ from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     Budget,
     LLMClient,
     LLMConfig,

@@ -26,7 +26,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.graph.vocab import humanise, local_name
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     Budget,
     LLMClient,
     LLMConfig,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import Field, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from sparqlnav.llm.client import ToolSpec
+from sparqlnav.llm import ToolSpec
 from sparqlnav.tools.lookup import EntityPage
 from sparqlnav.tools.toolkit import Observation, Toolkit
 

@@ -32,7 +32,7 @@ from sparqlnav.feedback.view import SqlView
 from sparqlnav.graph.endpoint import Limits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.relational import Materialised, relational_of
-from sparqlnav.llm.client import (
+from sparqlnav.llm import (
     Budget,
     BudgetExceeded,
     LLMClient,
