@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sparqlnav.retrieval.documents import DocumentCorpus
 from sparqlnav.retrieval.embed import make_embedder
-from sparqlnav.retrieval.index import LocalIndex
+from sparqlnav.retrieval.local import LocalIndex
 from sparqlnav.strategies.hybrid import demo_docs
 
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from sparqlnav.retrieval.embed import Embedder, Matrix, MiniLMEmbedder
 from sparqlnav.retrieval.examples import Example, load_examples
-from sparqlnav.retrieval.index import LocalIndex, example_doc
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc
 from sparqlnav.sparql.check import endpoint_key
 from sparqlnav.sparql.parser import (
     RDF_TYPE,
@@ -204,7 +205,8 @@ import json, statistics, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r} + "/src")
 from sparqlnav.retrieval.examples import load_examples
-from sparqlnav.retrieval.index import LocalIndex, example_doc, shape_docs
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.graph.schema import schema_from_void_file
 from sparqlnav.retrieval.embed import default_embedder
 

@@ -33,7 +33,9 @@ from sparqlnav.graph.opening import open_kg  # noqa: E402
 from sparqlnav.llm import LLMConfig  # noqa: E402
 from sparqlnav.retrieval.embed import default_embedder  # noqa: E402
 from sparqlnav.retrieval.examples import examples_from_dataset  # noqa: E402
-from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs  # noqa: E402
+from sparqlnav.retrieval.kg_index import kg_schema  # noqa: E402
+from sparqlnav.retrieval.local import LocalIndex  # noqa: E402
+from sparqlnav.retrieval.records import example_doc, shape_docs  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
 from sparqlnav.strategies.retrieve import create  # noqa: E402
 from sparqlnav.trace import Trace  # noqa: E402

@@ -27,7 +27,9 @@ from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import tokenize
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.retrieval.examples import examples_from_dataset
-from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
+from sparqlnav.retrieval.kg_index import kg_schema
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import auto, explore, lexical, retrieve
 from sparqlnav.strategies.check import CHECK_PURPOSE, AnswerCheck, evidence_doubt

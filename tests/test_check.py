@@ -879,7 +879,7 @@ def test_every_query_in_the_shared_data_parses(data_dir: Path) -> None:
 
 def test_wikibase_graph_schema_types_subjects_by_p31(demo) -> None:  # type: ignore[no-untyped-def]
     """On a Wikibase-shaped graph the computed schema types subjects by wdt:P31, so class checks work."""
-    from sparqlnav.retrieval.index import kg_schema
+    from sparqlnav.retrieval.kg_index import kg_schema
 
     schema = kg_schema(demo)
     bad = validate(

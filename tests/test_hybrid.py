@@ -21,7 +21,7 @@ from sparqlnav.evaluation.score import score_lines
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.documents import DocumentCorpus, file_docs
-from sparqlnav.retrieval.index import LocalIndex
+from sparqlnav.retrieval.local import LocalIndex
 from sparqlnav.strategies.hybrid import create, demo_docs
 from sparqlnav.trace import Trace
 

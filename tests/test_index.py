@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.retrieval.bm25 import tokenize, words_of
 from sparqlnav.retrieval.embed import (
     EmbedderUnavailable,
     MiniLMEmbedder,
@@ -27,21 +28,12 @@ from sparqlnav.retrieval.embed import (
     normalize,
 )
 from sparqlnav.retrieval.examples import Example
-from sparqlnav.retrieval.index import (
-    Doc,
-    IndexUnavailable,
-    LocalIndex,
-    QdrantIndex,
-    build_kg_index,
-    example_doc,
-    fuse_hits,
-    kg_index_dir,
-    open_kg_index,
-    rrf,
-    search_all,
-    tokenize,
-    words_of,
-)
+from sparqlnav.retrieval.fusion import fuse_hits, rrf, search_all
+from sparqlnav.retrieval.index import IndexUnavailable
+from sparqlnav.retrieval.kg_index import build_kg_index, kg_index_dir, open_kg_index
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.qdrant import QdrantIndex
+from sparqlnav.retrieval.records import Doc, example_doc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,7 +170,7 @@ def test_a_build_killed_midway_leaves_the_previous_index(tmp_path: Path) -> None
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_index import HashEmbedder, doc
-from sparqlnav.retrieval.index import LocalIndex
+from sparqlnav.retrieval.local import LocalIndex
 
 class Dying(HashEmbedder):
     def embed(self, texts):
@@ -395,7 +387,7 @@ def test_example_doc_carries_its_endpoint_and_keywords() -> None:
 
 def test_schema_from_cut_results_is_refused_not_half_built(tmp_path: Path) -> None:
     from sparqlnav.graph.opening import open_kg
-    from sparqlnav.retrieval.index import EndpointRunner, SchemaUnavailable
+    from sparqlnav.retrieval.kg_index import EndpointRunner, SchemaUnavailable
     from sparqlnav.settings import Settings
 
     (tmp_path / "g.ttl").write_text(

@@ -23,7 +23,9 @@ from sparqlnav.graph.schema import Schema
 from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import make_embedder, minilm_model_dir
 from sparqlnav.retrieval.examples import Example
-from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, open_kg_index, shape_docs
+from sparqlnav.retrieval.kg_index import kg_schema, open_kg_index
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.build import create as create_build
 from sparqlnav.strategies.explore import create as create_explore

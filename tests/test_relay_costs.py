@@ -25,7 +25,9 @@ from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.examples import Example
-from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
+from sparqlnav.retrieval.kg_index import kg_schema
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import explore
 from sparqlnav.strategies.prompts import prompt_text

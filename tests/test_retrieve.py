@@ -22,13 +22,9 @@ from sparqlnav.graph.schema import Schema
 from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.retrieval.examples import Example, examples_from_dataset
-from sparqlnav.retrieval.index import (
-    LocalIndex,
-    example_doc,
-    kg_index_dir,
-    kg_schema,
-    shape_docs,
-)
+from sparqlnav.retrieval.kg_index import kg_index_dir, kg_schema
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.settings import Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.retrieve import Retrieve, create, extract_query

@@ -14,8 +14,8 @@ import test_serve
 from sparqlnav.faces.http import ServeConfig, create_app
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.examples import Example
-from sparqlnav.retrieval.index import build_kg_index
 from sparqlnav.retrieval.indexes import KGIndexes
+from sparqlnav.retrieval.kg_index import build_kg_index
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.syntax import SyntaxProblem, engine_problem, syntax_problem
 from sparqlnav.tools.starters import StarterQuestions, demo_questions_path, plural

@@ -28,7 +28,9 @@ from sparqlnav.llm import (
 )
 from sparqlnav.question.linking import link
 from sparqlnav.retrieval.examples import Example
-from sparqlnav.retrieval.index import LocalIndex, example_doc, kg_schema, shape_docs
+from sparqlnav.retrieval.kg_index import kg_schema
+from sparqlnav.retrieval.local import LocalIndex
+from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.strategies import explore, retrieve
 from sparqlnav.trace import Trace
 

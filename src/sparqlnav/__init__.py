@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from sparqlnav.llm import BudgetExceeded, LLMConfig, LLMError, LLMOutputError
     from sparqlnav.retrieval.embed import EmbedderUnavailable
     from sparqlnav.retrieval.examples import ExamplesError
-    from sparqlnav.retrieval.index import IndexUnavailable, SchemaUnavailable
+    from sparqlnav.retrieval.index import IndexUnavailable
+    from sparqlnav.retrieval.kg_index import SchemaUnavailable
     from sparqlnav.settings import Settings
     from sparqlnav.sparql.guard import Refused
     from sparqlnav.sparql.parser import SparqlSyntaxError
@@ -63,7 +64,7 @@ _LAZY: dict[str, str] = {
     "Refused": "sparqlnav.sparql.guard",
     "SparqlSyntaxError": "sparqlnav.sparql.parser",
     "IndexUnavailable": "sparqlnav.retrieval.index",
-    "SchemaUnavailable": "sparqlnav.retrieval.index",
+    "SchemaUnavailable": "sparqlnav.retrieval.kg_index",
     "EmbedderUnavailable": "sparqlnav.retrieval.embed",
     "ExamplesError": "sparqlnav.retrieval.examples",
     "DatasetFormatError": "sparqlnav.evaluation.datasets",

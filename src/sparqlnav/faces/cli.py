@@ -871,7 +871,7 @@ def validate_command(
     schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="validate") is OutputFormat.json
     from sparqlnav.graph.schema import Schema, schema_from_void_file
-    from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema, open_kg_index
+    from sparqlnav.retrieval.kg_index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
 
     if kg and void:
@@ -1114,7 +1114,7 @@ def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
 def _synthesized(graph: KnowledgeGraph, settings: Settings, n: int, kept_ids: list[str]) -> list[Example]:
     """`index --synthesize-examples N`: pairs the LLM writes over the schema that run and return rows."""
     from sparqlnav.llm import LLMError
-    from sparqlnav.retrieval.index import SchemaUnavailable, kg_schema
+    from sparqlnav.retrieval.kg_index import SchemaUnavailable, kg_schema
     from sparqlnav.retrieval.synthesize import synthesize_examples
 
     if settings.llm is None:
@@ -1181,16 +1181,16 @@ def index_command(
     from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable, make_embedder
     from sparqlnav.retrieval.examples import ExamplesError, load_examples
-    from sparqlnav.retrieval.index import (
-        DOCUMENT_KINDS,
-        IndexUnavailable,
-        QdrantIndex,
+    from sparqlnav.retrieval.index import IndexUnavailable
+    from sparqlnav.retrieval.indexes import index_documents
+    from sparqlnav.retrieval.kg_index import (
         SchemaUnavailable,
         build_kg_index,
         kg_index_dir,
         open_kg_index,
     )
-    from sparqlnav.retrieval.indexes import index_documents
+    from sparqlnav.retrieval.qdrant import QdrantIndex
+    from sparqlnav.retrieval.records import DOCUMENT_KINDS
 
     settings = settings_for(timeout)
     outside: list[Outside] = []  # symlinks out of a folder given, skipped and said so in the summary

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.folders import Outside, files_under
-from sparqlnav.retrieval.index import Doc, DocKind
+from sparqlnav.retrieval.records import Doc, DocKind
 
 DocumentKind = Literal["passage", "table", "infobox"]
 DOCUMENT_KINDS: tuple[DocKind, ...] = ("passage", "table", "infobox")

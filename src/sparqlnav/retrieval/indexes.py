@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
     from sparqlnav.graph.schema import Schema
     from sparqlnav.retrieval.documents import CorpusStats
-    from sparqlnav.retrieval.index import BuildStats, Doc, DocKind, KGIndex, ProgressFn
+    from sparqlnav.retrieval.index import BuildStats, ProgressFn
+    from sparqlnav.retrieval.kg_index import KGIndex
+    from sparqlnav.retrieval.records import Doc, DocKind
 
 CORPUS_FILE = "documents.json"
 
@@ -29,7 +31,8 @@ def index_errors() -> tuple[type[Exception], ...]:
     from sparqlnav.retrieval.documents import DocumentsError
     from sparqlnav.retrieval.embed import EmbedderUnavailable
     from sparqlnav.retrieval.examples import ExamplesError
-    from sparqlnav.retrieval.index import IndexUnavailable, SchemaUnavailable
+    from sparqlnav.retrieval.index import IndexUnavailable
+    from sparqlnav.retrieval.kg_index import SchemaUnavailable
 
     return (IndexUnavailable, SchemaUnavailable, ExamplesError, EmbedderUnavailable, DocumentsError, OSError)
 
@@ -44,7 +47,7 @@ def open_or_build_kg_index(
     """The KG's index and schemas under `home`: the stored one, else one built now with the default embedder
     (`on_build` hears why a build starts). Raises one of `index_errors()`."""
     from sparqlnav.retrieval.embed import default_embedder
-    from sparqlnav.retrieval.index import build_kg_index, open_kg_index
+    from sparqlnav.retrieval.kg_index import build_kg_index, open_kg_index
 
     ctx = open_kg_index(kg, home, embedding=embedding)
     if ctx is not None:
@@ -71,7 +74,8 @@ def index_documents(
     """Put the documents under `paths` into the KG's index next to its examples and shapes: only new or changed
     files are read, only new or changed texts embedded; with `replace`, documents of files not given go."""
     from sparqlnav.retrieval.documents import DocumentCorpus
-    from sparqlnav.retrieval.index import DOCUMENT_KINDS, kg_index_dir
+    from sparqlnav.retrieval.kg_index import kg_index_dir
+    from sparqlnav.retrieval.records import DOCUMENT_KINDS
 
     corpus = DocumentCorpus(kg_index_dir(kg, home) / CORPUS_FILE)
     corpus_stats = corpus.update(paths, replace=replace, progress=progress)
@@ -100,7 +104,7 @@ class KGIndexes:
 
     def stored_schema(self, kg: KnowledgeGraph) -> Schema | None:
         """The KG's schema from an index already open or stored, never building one (None when there is none)."""
-        from sparqlnav.retrieval.index import stored_schema
+        from sparqlnav.retrieval.kg_index import stored_schema
 
         with self._lock:
             ctx = self._open.get((kg.name, kg.description))
@@ -109,7 +113,7 @@ class KGIndexes:
     def stored_documents(self, kg: KnowledgeGraph, kinds: Sequence[DocKind]) -> list[Doc]:
         """The documents of these kinds in the KG's index when one is open or stored, never building one (search
         is not needed, so a stored index is opened without its embedder)."""
-        from sparqlnav.retrieval.index import open_kg_index
+        from sparqlnav.retrieval.kg_index import open_kg_index
 
         with self._lock:
             ctx = self._open.get((kg.name, kg.description))

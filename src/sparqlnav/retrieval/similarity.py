@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sparqlnav.retrieval.bm25 import BM25_B, BM25_K1, tokenize
 from sparqlnav.retrieval.embed import Embedder, normalize
-from sparqlnav.retrieval.index import BM25_B, BM25_K1, tokenize
 
 
 def similarities(question: str, texts: Sequence[str], embedder: Embedder | None = None) -> list[float]:

@@ -36,8 +36,9 @@ from sparqlnav.llm import (
     Recorder,
     trace_recorder,
 )
-from sparqlnav.retrieval.index import DOCUMENT_KINDS, DocKind, IndexHit, Mode, RetrievalIndex
+from sparqlnav.retrieval.index import Mode, RetrievalIndex
 from sparqlnav.retrieval.indexes import KGIndexes, index_documents, index_errors
+from sparqlnav.retrieval.records import DOCUMENT_KINDS, DocKind, IndexHit
 from sparqlnav.settings import Settings
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace

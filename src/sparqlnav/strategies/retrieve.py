@@ -42,17 +42,11 @@ from sparqlnav.question.linking import is_stopword
 from sparqlnav.question.named import NamedThings, named_things
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
-from sparqlnav.retrieval.index import (
-    IndexHit,
-    IndexUnavailable,
-    KGIndex,
-    Mode,
-    RetrievalIndex,
-    SchemaUnavailable,
-    fuse_hits,
-    search_all,
-)
+from sparqlnav.retrieval.fusion import fuse_hits, search_all
+from sparqlnav.retrieval.index import IndexUnavailable, Mode, RetrievalIndex
 from sparqlnav.retrieval.indexes import KGIndexes
+from sparqlnav.retrieval.kg_index import KGIndex, SchemaUnavailable
+from sparqlnav.retrieval.records import IndexHit
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap

@@ -176,7 +176,7 @@ class Digests:
             stored = self.indexes.stored_schema(kg)
             if stored is not None and stored.classes:
                 return stored, "index"
-        from sparqlnav.retrieval.index import EndpointRunner, SchemaUnavailable
+        from sparqlnav.retrieval.kg_index import EndpointRunner, SchemaUnavailable
 
         runner = EndpointRunner(kg.endpoint, timeout_s=self.options.query_seconds)
         typing = kg.vocab.type_predicate

@@ -78,9 +78,7 @@ def _noun(name: str) -> str:
 
 def schema_questions(kg: KnowledgeGraph, schema: Schema, limit: int) -> tuple[str, ...]:
     """Questions from templates over the main classes: how many there are, and one property of each."""
-    from sparqlnav.retrieval.index import (
-        words_of,  # numpy comes with it: only when a schema needs names
-    )
+    from sparqlnav.retrieval.bm25 import words_of
 
     every = main_classes(schema)
     things = [c for c in every if not _value_nodes(schema, c)]

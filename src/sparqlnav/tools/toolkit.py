@@ -33,8 +33,8 @@ from sparqlnav.tools.lookup import (
 from sparqlnav.trace import Trace
 
 if TYPE_CHECKING:
-    from sparqlnav.retrieval.index import KGIndex
     from sparqlnav.retrieval.indexes import KGIndexes
+    from sparqlnav.retrieval.kg_index import KGIndex
 
 
 class TracedEndpoint(EndpointWrapper):
@@ -186,7 +186,7 @@ class Toolkit:
 
     def find_examples(self, question: str, k: int = 5) -> Observation:
         """Indexed example question–query pairs whose questions resemble `question`."""
-        from sparqlnav.retrieval.index import search_all
+        from sparqlnav.retrieval.fusion import search_all
 
         ctx = self._index()
         if isinstance(ctx, Observation):
@@ -202,7 +202,7 @@ class Toolkit:
 
     def get_class_shapes(self, classes: list[str]) -> Observation:
         """The shapes of classes named by IRI, prefixed name or a word naming the class."""
-        from sparqlnav.retrieval.index import search_all
+        from sparqlnav.retrieval.fusion import search_all
 
         ctx = self._index()
         if isinstance(ctx, Observation):
