@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the te
 
 from scripted_llm import Call, Reply, ScriptedLLM  # noqa: E402
 from sparqlnav.answer import Answer, Strategy, run_question  # noqa: E402
-from sparqlnav.evaluation.datasets import Question, load_dataset  # noqa: E402
+from sparqlnav.datasets import Question, load_dataset  # noqa: E402
 from sparqlnav.evaluation.gold import Gold, freeze_gold  # noqa: E402
 from sparqlnav.evaluation.runner import ExampleSplits, make_record  # noqa: E402
 from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402

@@ -34,7 +34,7 @@ from lexical_eval import demo_questions, run_dataset
 sys.path.insert(0, str(Path(__file__).resolve().parent / "databases"))
 from build import build_database
 
-from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.gold import execute_gold
 from sparqlnav.graph.opening import demo_path, open_kg
 from sparqlnav.settings import LexicalSettings, Settings

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.datasets import Question, load_dataset
 from sparqlnav.evaluation.metrics import SetMatch, macro_prf, set_match
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex

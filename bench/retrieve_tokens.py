@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the tests
 
 from scripted_llm import Reply, ScriptedLLM  # noqa: E402
-from sparqlnav.evaluation.datasets import load_questions  # noqa: E402
+from sparqlnav.datasets import load_questions  # noqa: E402
 from sparqlnav.evaluation.runner import ExampleSplits  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
 from sparqlnav.llm import LLMConfig  # noqa: E402

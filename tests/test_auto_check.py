@@ -14,7 +14,7 @@ import pytest
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer, run_question
 from sparqlnav.context import RunContext
-from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import Memory, StepContext

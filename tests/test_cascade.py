@@ -14,7 +14,7 @@ import pytest
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer, run_question
 from sparqlnav.context import RunContext
-from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.datasets import Question, load_dataset
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, Term

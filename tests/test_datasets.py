@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset, rows_to_results
+from sparqlnav.datasets import DatasetFormatError, load_dataset, rows_to_results
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SPARQLNAV_DATA", REPO.parent / "shared" / "data"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scripted_llm import Call, Reply, ScriptedLLM
-from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.metrics import set_match
 from sparqlnav.graph.endpoint import Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph

@@ -23,7 +23,7 @@ import pytest
 from rich.console import Console
 
 from scripted_llm import Call, Error, Reply, ScriptedLLM
-from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.datasets import Question, load_dataset
 from sparqlnav.evaluation.gold import (
     Gold,
     execute_gold,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scripted_llm import Reply, ScriptedLLM
-from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.datasets import load_dataset
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex
 from sparqlnav.llm import LLMClient, LLMConfig

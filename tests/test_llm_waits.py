@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparqlnav.evaluation.datasets import load_dataset
+from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.gold import freeze_gold
 from sparqlnav.evaluation.runner import run_eval
 from sparqlnav.graph.kg import KnowledgeGraph

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sparqlnav.evaluation.datasets import Question
+from sparqlnav.datasets import Question
 from sparqlnav.evaluation.gold import Gold
 from sparqlnav.evaluation.report import (
     FAILURE_KINDS,

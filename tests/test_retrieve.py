@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scripted_llm import Reply, ScriptedLLM
-from sparqlnav.evaluation.datasets import load_questions
+from sparqlnav.datasets import load_questions
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg

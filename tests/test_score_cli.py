@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sparqlnav.evaluation.datasets import rows_to_results
+from sparqlnav.datasets import rows_to_results
 from sparqlnav.evaluation.score import ScoreFileError, score_file
 from sparqlnav.faces.cli import app
 

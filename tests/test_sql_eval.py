@@ -16,7 +16,7 @@ import pytest
 
 from postgres import Postgres
 from scripted_llm import Call, Reply, ScriptedLLM
-from sparqlnav.evaluation.datasets import Question, load_dataset
+from sparqlnav.datasets import Question, load_dataset
 from sparqlnav.evaluation.execution import execution_match, is_ranking
 from sparqlnav.evaluation.gold import freeze_gold, load_frozen
 from sparqlnav.evaluation.runner import make_record

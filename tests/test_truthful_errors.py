@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 
 import test_serve
+from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.coverage import dataset_coverage
-from sparqlnav.evaluation.datasets import load_dataset
 from sparqlnav.evaluation.metrics import score
 from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.graph.kg import KnowledgeGraph

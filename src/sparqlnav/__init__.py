@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from sparqlnav.answer import Answer, run_question
     from sparqlnav.api import ask
     from sparqlnav.conversation import Conversation, ConversationError, ConversationStore
-    from sparqlnav.evaluation.datasets import DatasetFormatError
+    from sparqlnav.datasets import DatasetFormatError
     from sparqlnav.evaluation.report import ReportError
     from sparqlnav.evaluation.runner import EvalError
     from sparqlnav.evaluation.score import ScoreFileError
@@ -67,7 +67,7 @@ _LAZY: dict[str, str] = {
     "SchemaUnavailable": "sparqlnav.retrieval.kg_index",
     "EmbedderUnavailable": "sparqlnav.retrieval.embed",
     "ExamplesError": "sparqlnav.retrieval.examples",
-    "DatasetFormatError": "sparqlnav.evaluation.datasets",
+    "DatasetFormatError": "sparqlnav.datasets",
     "EvalError": "sparqlnav.evaluation.runner",
     "ReportError": "sparqlnav.evaluation.report",
     "ScoreFileError": "sparqlnav.evaluation.score",

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from sparqlnav.evaluation.datasets import Question
+from sparqlnav.datasets import Question
 from sparqlnav.evaluation.metrics import check_results
 from sparqlnav.evaluation.sql_runs import SqlRunner
 from sparqlnav.graph.endpoint import Endpoint, Outcome, QueryResult

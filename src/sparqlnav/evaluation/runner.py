@@ -40,8 +40,8 @@ from rich.progress import (
 )
 
 from sparqlnav.answer import Strategy, run_question
+from sparqlnav.datasets import Dataset, Question, load_dataset
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.evaluation.datasets import Dataset, Question, load_dataset
 from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE, execution_match, is_ranking
 from sparqlnav.evaluation.gold import Gold, freeze_gold, gold_file_for
 from sparqlnav.evaluation.metrics import (

@@ -708,7 +708,7 @@ def eval_command(
     """Benchmark a strategy on a dataset: predictions.jsonl, summary.json, report.md and plots in the run folder.
     A SQL dataset ({question, sql, sparql}) over a database KG is also scored by execution accuracy."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="eval") is OutputFormat.json
-    from sparqlnav.evaluation.datasets import DatasetFormatError
+    from sparqlnav.datasets import DatasetFormatError
     from sparqlnav.evaluation.execution import DEFAULT_TOLERANCE
     from sparqlnav.evaluation.report import ReportError, compare_runs, summary_table
     from sparqlnav.evaluation.runner import (

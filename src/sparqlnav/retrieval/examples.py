@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from sparqlnav.datasets import DatasetFormatError, load_dataset
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.evaluation.datasets import DatasetFormatError, load_dataset
 from sparqlnav.folders import Outside, files_under
 from sparqlnav.graph.endpoint import Endpoint
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query

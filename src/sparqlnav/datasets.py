@@ -1,4 +1,6 @@
-"""Benchmark loaders: QALD JSON, text2sparql YAML (+ gold value sets), SPINACH JSON, plain lists.
+"""Benchmark dataset files read into `Question` records: QALD JSON, text2sparql YAML (+ gold value sets), SPINACH
+JSON, plain lists, SQL sets. A format concern both evaluation (the questions it runs) and retrieval (examples from
+a dataset file) read.
 
 Every format becomes a list of `Question` records. The format is detected from the content,
 not the file name: JSON, then JSON Lines, then YAML are tried, and the parsed structure decides.
