@@ -518,7 +518,10 @@ class OxigraphServer:
 
     def _kept_folder(self) -> ServerFolder | None:
         """The kept engine's folder inside the store (beside its database); None when it cannot be made there
-        (a read-only home): the engine then ends with this process."""
+        (a read-only home), or off Linux (a kept engine is told from a reused pid by /proc): the engine then ends
+        with this process."""
+        if not sys.platform.startswith("linux"):
+            return None
         folder = ServerFolder(self.data_dir.parent / ".servers" / self._config())
         try:
             folder.make()
