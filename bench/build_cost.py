@@ -32,7 +32,7 @@ from sparqlnav.answer import Strategy  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
 from sparqlnav.llm import LLMConfig, ModelPrice  # noqa: E402
 from sparqlnav.settings import Settings  # noqa: E402
-from sparqlnav.strategies.build import create as create_build  # noqa: E402
+from sparqlnav.strategies.builder import create as create_build  # noqa: E402
 from sparqlnav.strategies.explore import create as create_explore  # noqa: E402
 from sparqlnav.trace import Trace  # noqa: E402
 

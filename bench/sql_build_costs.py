@@ -15,7 +15,7 @@ from string import Template
 
 from sparqlnav.graph.relational import database_spec, read_database
 from sparqlnav.sql.executor import Caps
-from sparqlnav.strategies.build.sql_tools import SqlBuilder
+from sparqlnav.strategies.builder.sql_tools import SqlBuilder
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace
 

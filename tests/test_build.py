@@ -17,7 +17,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm import LLMConfig
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.strategies import available, make_strategy
-from sparqlnav.strategies.build import Builder, create, wanted_aggregations
+from sparqlnav.strategies.builder import Builder, create, wanted_aggregations
 from sparqlnav.tools.digest import Digests
 from sparqlnav.tools.toolkit import Toolkit
 from sparqlnav.trace import Trace

@@ -13,7 +13,7 @@ from sparqlnav.feedback.eraser import Memory, StepContext
 from sparqlnav.llm import ToolCall
 from sparqlnav.sparql.draft import Draft, Fact, parse_term
 from sparqlnav.sparql.prefixes import PrefixMap
-from sparqlnav.strategies.build import BUILD_TOOLS
+from sparqlnav.strategies.builder import BUILD_TOOLS
 
 PV = "http://ld.company.org/prod-vocab/"
 PRODI = "http://ld.company.org/prod-instances/"

@@ -113,7 +113,7 @@ def test_no_action(memory: Memory) -> None:
 
 
 def test_no_action_names_the_builders_finishing_tool(memory: Memory) -> None:
-    from sparqlnav.strategies.build import BUILD_TOOLS
+    from sparqlnav.strategies.builder import BUILD_TOOLS
 
     (g,) = Feedback().check(StepContext(memory, BUILD_TOOLS.specs(), call=None), "before")
     assert g.id == "no_action" and g.text.endswith("call execute().") and "stop()" not in g.text

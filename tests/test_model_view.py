@@ -27,7 +27,7 @@ from sparqlnav.retrieval.kg_index import kg_schema, open_kg_index
 from sparqlnav.retrieval.local import LocalIndex
 from sparqlnav.retrieval.records import example_doc, shape_docs
 from sparqlnav.settings import Settings
-from sparqlnav.strategies.build import create as create_build
+from sparqlnav.strategies.builder import create as create_build
 from sparqlnav.strategies.explore import create as create_explore
 from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.tools.digest import Digests, annotated_shape

@@ -25,8 +25,8 @@ from sparqlnav.graph.relational import relational_of
 from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
 from sparqlnav.sql.draft import ColumnRef, SqlAggregate, SqlCondition, SqlDraft, SqlValue
-from sparqlnav.strategies.build import create
-from sparqlnav.strategies.build.sql_tools import SQL_BUILD_TOOLS
+from sparqlnav.strategies.builder import create
+from sparqlnav.strategies.builder.sql_tools import SQL_BUILD_TOOLS
 from sparqlnav.trace import Trace
 
 SN = [sys.executable, "-m", "sparqlnav"]

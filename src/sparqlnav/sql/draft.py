@@ -2,7 +2,7 @@
 conditions, groups and aggregates, an order and a limit, the answer's columns; rendered as one statement after
 each edit. Every edit returns a new draft, so a step that is not kept leaves the last one untouched.
 
-SQL as text only: which tables and columns exist is the builder's business (`strategies/build/sql_tools`); this
+SQL as text only: which tables and columns exist is the builder's business (`strategies/builder/sql_tools`); this
 module never talks to a database.
 """
 

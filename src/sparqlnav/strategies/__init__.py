@@ -18,7 +18,7 @@ REGISTRY: dict[str, tuple[str, bool]] = {
     "lexical": ("sparqlnav.strategies.lexical", False),
     "explore": ("sparqlnav.strategies.explore", True),
     "retrieve": ("sparqlnav.strategies.retrieve", True),
-    "build": ("sparqlnav.strategies.build", True),
+    "build": ("sparqlnav.strategies.builder", True),
     "hybrid": ("sparqlnav.strategies.hybrid", True),
     "auto": ("sparqlnav.strategies.auto", False),  # the cascade; with no LLM, lexical alone
 }

@@ -50,8 +50,8 @@ from sparqlnav.settings import Settings
 from sparqlnav.sparql.draft import Aggregation
 from sparqlnav.sql.executor import Caps
 from sparqlnav.sql.results import result_table
-from sparqlnav.strategies.build.sql_tools import SQL_BUILD_TOOLS, SqlBuilder, SqlEdit
-from sparqlnav.strategies.build.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
+from sparqlnav.strategies.builder.sql_tools import SQL_BUILD_TOOLS, SqlBuilder, SqlEdit
+from sparqlnav.strategies.builder.tools import BUILD_TOOLS, Builder, DraftRun, RelationList
 from sparqlnav.strategies.ending import finish, last_thought
 from sparqlnav.strategies.explore import record_reply
 from sparqlnav.strategies.prompts import prompt_text

@@ -1,5 +1,5 @@
 """The SQL builder's step functions (QueryAgent's transfer to SQL, queryagent.txt §5), declared with the shared
-`tool()` machinery like the SPARQL builder's (`build/tools.py`): tools over the schema and the data (tables,
+`tool()` machinery like the SPARQL builder's (`builder/tools.py`): tools over the schema and the data (tables,
 columns with types, values of a column, foreign keys) and edits of one SELECT (a table, a join, a condition, a
 group, an aggregate, an order and limit, the answer's columns). After every edit the SELECT runs through
 `sparqlnav.sql.run_sql` (read-only, bounded) and the observation shows its first rows; an edit after which it
