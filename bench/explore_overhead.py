@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted server lives with the tests
 
 from scripted_llm import Call, Reply, ScriptedLLM  # noqa: E402
+from sparqlnav.feedback.catalogue import Guideline, Stage  # noqa: E402
 from sparqlnav.feedback.checker import Feedback  # noqa: E402
-from sparqlnav.feedback.eraser import Guideline, Stage, StepContext  # noqa: E402
+from sparqlnav.feedback.eraser import StepContext  # noqa: E402
 from sparqlnav.graph.kg import KnowledgeGraph  # noqa: E402
 from sparqlnav.graph.opening import open_kg  # noqa: E402
 from sparqlnav.llm import LLMConfig  # noqa: E402

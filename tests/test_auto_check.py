@@ -17,7 +17,8 @@ from sparqlnav.context import RunContext
 from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.runner import ExampleSplits
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import Memory, StepContext
+from sparqlnav.feedback.eraser import StepContext
+from sparqlnav.feedback.memory import Memory
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, Term

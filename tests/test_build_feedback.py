@@ -9,7 +9,8 @@ import pytest
 
 from sparqlnav.feedback.builder import BuildView
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import Memory, StepContext
+from sparqlnav.feedback.eraser import StepContext
+from sparqlnav.feedback.memory import Memory
 from sparqlnav.llm import ToolCall
 from sparqlnav.sparql.draft import Draft, Fact, parse_term
 from sparqlnav.sparql.prefixes import PrefixMap

@@ -7,19 +7,10 @@ from typing import Any
 
 import pytest
 
+from sparqlnav.feedback.catalogue import Guideline, load_catalogue, render_guidelines
 from sparqlnav.feedback.checker import DETECTORS, Feedback
-from sparqlnav.feedback.eraser import (
-    FeedbackOptions,
-    Guideline,
-    Memory,
-    Record,
-    StepContext,
-    canonical_query,
-    iris_in_text,
-    load_catalogue,
-    query_iris,
-    render_guidelines,
-)
+from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
+from sparqlnav.feedback.memory import Memory, Record, canonical_query, iris_in_text, query_iris
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm import ToolCall

@@ -19,7 +19,8 @@ import pytest
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.answer import Answer
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import Memory, StepContext
+from sparqlnav.feedback.eraser import StepContext
+from sparqlnav.feedback.memory import Memory
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.results import ResultTable, Term

@@ -926,7 +926,7 @@ def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph) -> list[Issu
     """Warnings for what the checked graph never uses: each IRI of the query that occurs nowhere in it (one query),
     and each prefix the query did not declare that was read from defaults the graph does not use (`wdt:` read as
     Wikidata's on a graph that is not Wikidata)."""
-    from sparqlnav.feedback.eraser import query_iris
+    from sparqlnav.feedback.memory import query_iris
     from sparqlnav.sparql.check import Issue
     from sparqlnav.sparql.guard import declared_prefixes, tokens
     from sparqlnav.tools.lookup import absent

@@ -7,15 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sparqlnav.feedback.builder import BUILD_DETECTORS
-from sparqlnav.feedback.eraser import (
-    STEP_DETECTORS,
-    Detector,
-    FeedbackOptions,
-    Guideline,
-    Stage,
-    StepContext,
-    load_catalogue,
-)
+from sparqlnav.feedback.catalogue import Guideline, Stage, load_catalogue
+from sparqlnav.feedback.eraser import STEP_DETECTORS, Detector, FeedbackOptions, StepContext
 from sparqlnav.feedback.sql import SQL_DETECTORS
 
 DETECTORS: dict[str, Detector] = {**STEP_DETECTORS, **BUILD_DETECTORS, **SQL_DETECTORS}

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from sparqlnav.answer import Answer
 from sparqlnav.context import RunContext
-from sparqlnav.feedback.eraser import normalise_iri
+from sparqlnav.feedback.memory import normalise_iri
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.vocab import label_adds

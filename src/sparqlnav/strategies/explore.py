@@ -23,16 +23,10 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
+from sparqlnav.feedback.catalogue import Guideline, render_guidelines
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import (
-    FeedbackOptions,
-    Guideline,
-    Memory,
-    Record,
-    StepContext,
-    normalise_iri,
-    render_guidelines,
-)
+from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
+from sparqlnav.feedback.memory import Memory, Record, normalise_iri
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.llm import (
     Budget,

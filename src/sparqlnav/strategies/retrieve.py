@@ -19,8 +19,10 @@ from pydantic import BaseModel, Field
 
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
+from sparqlnav.feedback.catalogue import Guideline, render_guidelines
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import Guideline, Memory, StepContext, render_guidelines
+from sparqlnav.feedback.eraser import StepContext
+from sparqlnav.feedback.memory import Memory
 from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels

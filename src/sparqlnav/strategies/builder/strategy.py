@@ -20,14 +20,10 @@ from typing import Any
 from sparqlnav.answer import Answer, Status
 from sparqlnav.context import EMPTY, RunContext
 from sparqlnav.feedback.builder import BuildView
+from sparqlnav.feedback.catalogue import Guideline, render_guidelines
 from sparqlnav.feedback.checker import Feedback
-from sparqlnav.feedback.eraser import (
-    Guideline,
-    Memory,
-    Record,
-    StepContext,
-    render_guidelines,
-)
+from sparqlnav.feedback.eraser import StepContext
+from sparqlnav.feedback.memory import Memory, Record
 from sparqlnav.feedback.view import SqlView
 from sparqlnav.graph.endpoint import Limits
 from sparqlnav.graph.kg import KnowledgeGraph
