@@ -25,7 +25,7 @@ from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.llm import LLMConfig, ToolCall
 from sparqlnav.question.fit import projection_mismatch
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import tokenize
+from sparqlnav.question.words import tokenize
 from sparqlnav.retrieval.embed import default_embedder
 from sparqlnav.retrieval.examples import examples_from_dataset
 from sparqlnav.retrieval.kg_index import kg_schema

@@ -15,7 +15,7 @@ from sparqlnav.evaluation.metrics import set_match
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import demo_path
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import tokenize
+from sparqlnav.question.words import tokenize
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.lexical import LexicalStrategy, create
 from sparqlnav.trace import Trace

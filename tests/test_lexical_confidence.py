@@ -10,7 +10,7 @@ import pytest
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import tokenize
+from sparqlnav.question.words import tokenize
 from sparqlnav.settings import ConfigError, LexicalSettings, Settings
 from sparqlnav.strategies import make_strategy
 from sparqlnav.strategies.lexical import DEFAULT_THRESHOLD, LexicalStrategy

@@ -121,7 +121,7 @@ def test_right_answers_of_the_same_shapes_are_kept(gigs: KnowledgeGraph) -> None
 
 def test_the_question_reading_finds_pairs_and_heads() -> None:
     from sparqlnav.question.intent import analyse
-    from sparqlnav.question.linking import tokenize
+    from sparqlnav.question.words import tokenize
 
     def read(question: str) -> tuple[object, object]:
         tokens = tokenize(question)

@@ -18,15 +18,12 @@ from sparqlnav.llm import LLMClient, LLMConfig
 from sparqlnav.question.linking import (
     EntityCandidate,
     find_mentions,
-    is_code,
     link,
     link_entities,
     link_relations,
-    name_similarity,
     relation_match,
-    tokenize,
-    word_similarity,
 )
+from sparqlnav.question.words import is_code, name_similarity, tokenize, word_similarity
 from sparqlnav.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ from sparqlnav.graph.vocab import Vocabulary
 from sparqlnav.llm import ToolCall, ToolSpec
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import tokenize
+from sparqlnav.question.words import tokenize
 from sparqlnav.sparql.guard import SparqlToken, declared_prefixes, tokens
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
 from sparqlnav.tools.lookup import EntityPage

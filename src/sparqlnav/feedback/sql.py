@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparqlnav.feedback.view import SqlView
-from sparqlnav.question.linking import tokenize, word_similarity
+from sparqlnav.question.words import tokenize, word_similarity
 
 if TYPE_CHECKING:
     from sparqlnav.feedback.eraser import FeedbackOptions, StepContext

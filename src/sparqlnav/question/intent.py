@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sparqlnav.graph.results import XSD
-from sparqlnav.question.linking import WordToken, is_stopword, word_set
+from sparqlnav.question.words import WordToken, is_stopword, word_set
 
 AnswerType = Literal["count", "boolean", "person", "date", "place", "number", "thing"]
 

@@ -21,14 +21,8 @@ from sparqlnav.graph.names import Kind, LabelIndex
 from sparqlnav.graph.results import Term
 from sparqlnav.graph.schema import META_NAMESPACES
 from sparqlnav.graph.vocab import label_adds
-from sparqlnav.question.linking import (
-    EntityCandidate,
-    Mention,
-    find_mentions,
-    mention_candidates,
-    name_words,
-    word_similarity,
-)
+from sparqlnav.question.linking import EntityCandidate, Mention, find_mentions, mention_candidates
+from sparqlnav.question.words import name_words, word_similarity
 from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.tools.lookup import classes_of
 

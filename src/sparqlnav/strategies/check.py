@@ -26,7 +26,7 @@ from sparqlnav.llm import (
 )
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import tokenize
+from sparqlnav.question.words import tokenize
 from sparqlnav.sparql.guard import declared_prefixes, tokens
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace

@@ -40,8 +40,8 @@ from sparqlnav.llm import (
     ToolCall,
     trace_recorder,
 )
-from sparqlnav.question.linking import is_stopword
 from sparqlnav.question.named import NamedThings, named_things
+from sparqlnav.question.words import is_stopword
 from sparqlnav.retrieval.embed import EmbedderUnavailable
 from sparqlnav.retrieval.examples import ExamplesError
 from sparqlnav.retrieval.fusion import fuse_hits, search_all

@@ -40,7 +40,8 @@ from sparqlnav.llm import (
     trace_recorder,
 )
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import link_entities, tokenize
+from sparqlnav.question.linking import link_entities
+from sparqlnav.question.words import tokenize
 from sparqlnav.retrieval.embed import Embedder, default_embedder
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.draft import Aggregation

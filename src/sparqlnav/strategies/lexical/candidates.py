@@ -11,7 +11,8 @@ from typing import Any, Literal
 from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import NUMBER, Comparison, Superlative
-from sparqlnav.question.linking import EntityCandidate, WordToken, relation_match
+from sparqlnav.question.linking import EntityCandidate, relation_match
+from sparqlnav.question.words import WordToken
 from sparqlnav.strategies.lexical.context import Context
 
 Direction = Literal["out", "in"]

@@ -11,7 +11,8 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import Intent
-from sparqlnav.question.linking import Linking, WordToken, property_names
+from sparqlnav.question.linking import Linking, property_names
+from sparqlnav.question.words import WordToken
 from sparqlnav.trace import Trace
 
 

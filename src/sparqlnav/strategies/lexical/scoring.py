@@ -11,7 +11,7 @@ from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.results import XSD, ResultTable, Term
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.intent import DATE_TYPES, NUMBER, PERSON_WORDS
-from sparqlnav.question.linking import is_stopword, word_similarity
+from sparqlnav.question.words import is_stopword, word_similarity
 from sparqlnav.strategies.lexical.candidates import UNNAMED_ORDER, Candidate
 from sparqlnav.strategies.lexical.context import Context
 

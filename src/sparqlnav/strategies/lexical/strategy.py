@@ -17,8 +17,9 @@ from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.question.followup import NEEDS_A_NAME, pronoun, read_followup
 from sparqlnav.question.intent import analyse
-from sparqlnav.question.linking import WordToken, content_positions, is_stopword, link
+from sparqlnav.question.linking import link
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
+from sparqlnav.question.words import WordToken, content_positions, is_stopword
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.check import readable_query
