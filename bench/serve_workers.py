@@ -54,6 +54,12 @@ def memory_kb(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used, in seconds (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     """Direct children of a process."""
     out = []
@@ -158,10 +164,14 @@ def run_setup(
             time.sleep(0.1)
         start_s = time.monotonic() - started
         _, warm = asyncio.run(load(url, questions() * workers, concurrency))
+        procs = workers_of(proc.pid, workers)
+        cpu_before = {pid: cpu_s(pid) for pid in procs}
         seconds, results = asyncio.run(load(url, asks, concurrency))
+        # Cores the workers kept busy (CPU seconds over wall seconds): what the machine's other load does not hide,
+        # since one process's Python cannot pass one core, however idle the others are.
+        cores = [round((cpu_s(pid) - cpu_before[pid]) / seconds, 2) for pid in procs]
         latencies = sorted(r["seconds"] for r in results)
         errors = [r["error"] for r in results if not r["ok"]]
-        procs = workers_of(proc.pid, workers)
         worker_mem = {pid: memory_kb(pid) for pid in procs}
         engine_mem = {pid: memory_kb(pid) for pid in engines(home)}
         supervisor = memory_kb(proc.pid) if workers > 1 else (0, 0)
@@ -183,6 +193,9 @@ def run_setup(
             "p50_s": round(pct(latencies, 50), 3),
             "p99_s": round(pct(latencies, 99), 3),
             "answered_by": per_worker,
+            "worker_cores": cores,
+            "cpu_s_per_request": round(sum(c * seconds for c in cores) / len(results), 3),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "workers_rss_mb": [round(m[0] / 1024, 1) for m in worker_mem.values()],
             "workers_pss_mb": [round(m[1] / 1024, 1) for m in worker_mem.values()],
             "supervisor_rss_mb": round(supervisor[0] / 1024, 1),
