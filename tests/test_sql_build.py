@@ -24,7 +24,15 @@ from sparqlnav.graph.opening import open_kg
 from sparqlnav.graph.relational import relational_of
 from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
-from sparqlnav.sql.draft import ColumnRef, SqlAggregate, SqlCondition, SqlDraft, SqlValue
+from sparqlnav.sql.draft import (
+    ColumnRef,
+    DatePart,
+    SqlAggregate,
+    SqlCondition,
+    SqlDraft,
+    SqlValue,
+    SqlValues,
+)
 from sparqlnav.strategies.builder import create
 from sparqlnav.strategies.builder.sql_tools import SQL_BUILD_TOOLS
 from sparqlnav.trace import Trace
@@ -203,7 +211,7 @@ def test_the_sql_target_needs_a_database_graph(scripted_llm: ScriptedLLM, demo: 
 def test_sql_tools_are_declared_once_with_their_arguments() -> None:
     assert SQL_BUILD_TOOLS.names() == [
         "get_tables", "get_columns", "get_values", "get_foreign_keys", "add_table", "add_join", "add_condition",
-        "add_group", "add_aggregate", "set_order", "set_answer_columns", "execute"]
+        "add_group", "add_aggregate", "set_order", "set_answer_columns", "undo", "execute"]
     spec = {s.name: s.parameters for s in SQL_BUILD_TOOLS.specs()}
     assert spec["set_answer_columns"]["properties"]["columns"]["type"] == "array"
     assert spec["add_join"]["required"] == ["to_column"]
@@ -234,10 +242,214 @@ def test_get_values_shows_how_values_are_stored(scripted_llm: ScriptedLLM, sqlit
     ]
     answer = ask(scripted_llm, sqlite_kg, "List the employees.", script)
     observations = [e.data["text"] for e in answer.trace.of_kind("observation")]
-    assert observations[0] == ("departments.name (string): 3 distinct value(s) in 3 of 3 rows\n"
-                               "Values containing 'RES': 'Research' ×1")
+    assert observations[0] == ("departments.name (string): 3 distinct value(s) in 3 of 3 rows; "
+                               "from 'Production' to 'Sales'\nValues containing 'RES': 'Research' ×1")
     assert observations[1].startswith("employees.salary (integer): 4 distinct value(s) in 4 of 5 rows; "
                                       "from 70000 to 120000\nMost frequent values: NULL ×1, ")
+
+
+# ---------------------------------------------------------------- what a relay run found missing (issue 25)
+
+SHOP = """
+CREATE TABLE wards (id INTEGER PRIMARY KEY, name TEXT NOT NULL, beds INTEGER);
+CREATE TABLE appointments (id INTEGER PRIMARY KEY, ward_id INTEGER REFERENCES wards (id), reason TEXT);
+CREATE TABLE orders (ord_id INTEGER PRIMARY KEY, ord_date TEXT, total NUMERIC);
+CREATE TABLE products (id INTEGER PRIMARY KEY, title TEXT NOT NULL, price REAL);
+CREATE TABLE reviews (id INTEGER PRIMARY KEY, product_id INTEGER REFERENCES products (id), stars INTEGER);
+CREATE TABLE transfers (TransferCode TEXT PRIMARY KEY, fee INTEGER, season TEXT);
+INSERT INTO wards VALUES (1, 'Stroke Unit', 24), (2, 'Cardiology', 30);
+INSERT INTO appointments VALUES (1042, 1, 'Follow-up after a stroke'), (1043, 2, 'Chest pain');
+INSERT INTO orders VALUES
+  (1, '2022-03-01', 10.5), (2, '2022-06-11', 3), (3, '2022-12-24', 4),
+  (4, '2023-01-09', 7.25), (5, '2023-02-10', 1), (6, '2023-03-15', 2), (7, '2023-04-01', 9), (8, '2023-05-05', 3),
+  (9, '2023-07-30', 2.45), (10, '2023-11-02', 8), (11, '2023-12-31', 5),
+  (12, '2024-01-02', 1), (13, '2024-02-02', 1), (14, '2024-03-03', 6), (15, '2024-04-04', 2);
+INSERT INTO products VALUES (1, 'Kettle', 18.200000000000003), (2, 'Toaster', 25), (3, 'Lamp', 9.99), (4, 'Mug', NULL);
+INSERT INTO reviews VALUES (1, 1, 5), (2, 1, 4), (3, 3, 2);
+INSERT INTO transfers VALUES ('T-001', 1000000, '2022-23'), ('T-002', 500000, '2023-24');
+"""
+
+
+@pytest.fixture(scope="module")
+def shop_kg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
+    folder = tmp_path_factory.mktemp("sqlshop")
+    con = sqlite3.connect(folder / "shop.db")
+    con.executescript(SHOP)
+    con.commit()
+    con.close()
+    with open_kg(f"sqlite://{folder / 'shop.db'}", Settings.from_env({"SPARQLNAV_HOME": str(folder / "home")})) as kg:
+        yield kg
+
+
+def observed(answer: Answer) -> list[str]:
+    return [e.data["text"] for e in answer.trace.of_kind("observation")]
+
+
+def test_undo_takes_back_the_last_kept_step(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    script = [
+        act("undo"),  # 1 nothing to undo
+        act("add_table", table="wards"),  # 2
+        act("add_condition", column="wards.name", op="=", value="Cardiology"),  # 3 wrong, but kept
+        act("undo"),  # 4 back to every ward
+        act("add_condition", column="wards.name", op="=", value="Stroke Unit"),  # 5
+        act("set_answer_columns", columns=["wards.beds"]),  # 6 a stored number answers "how many"
+        act("execute"),  # 7 no aggregation asked for: the number is stored
+        Reply(text="The Stroke Unit has 24 beds."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "How many beds does the Stroke Unit have?", script)
+    texts = observed(answer)
+    assert texts[0] == "there is no kept step to undo"
+    assert texts[3].startswith('Undone: the condition. The query is again:\nSQL:\nSELECT *\nFROM "wards"\n'
+                               "It returned 2 row(s):")
+    assert feedback_by_step(answer) == {}
+    assert cells(answer) == [("24",)] and "Cardiology" not in (answer.sql or "")
+    policy = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "`undo()`" in policy and "can be undone" in policy
+    # Undoing the first table empties the query; a table can then be chosen again.
+    script = [act("add_table", table="orders"), act("undo"), act("add_table", table="wards"),
+              act("set_answer_columns", columns=["wards.name"]), act("execute"), Reply(text="Two wards.")]
+    answer = ask(scripted_llm, shop_kg, "Which wards are there?", script)
+    assert observed(answer)[1] == "Undone: the table. The query is empty again: start with add_table."
+    assert cells(answer) == [("Cardiology",), ("Stroke Unit",)]
+
+
+def test_in_lists_and_rows_without_a_partner(
+    scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph, sqlite_kg: KnowledgeGraph
+) -> None:
+    script = [
+        act("add_table", table="products"),
+        act("add_join", to_column="reviews", keep="unmatched"),  # along reviews.product_id
+        act("set_answer_columns", columns=["products.title"]),
+        act("execute"),
+        Reply(text="The Toaster and the Mug."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "Which products were never reviewed?", script)
+    assert cells(answer) == [("Mug",), ("Toaster",)] and feedback_by_step(answer) == {}
+    assert answer.sql == ('SELECT "products"."title"\nFROM "products"\nWHERE NOT EXISTS (SELECT 1 FROM "reviews" '
+                          'WHERE "reviews"."product_id" = "products"."id")')
+    # Within the same table: the employees nobody reports to.
+    script = [
+        act("add_table", table="employees"),
+        act("add_join", to_column="employees.manager_id", from_column="employees.id", keep="unmatched"),
+        act("set_answer_columns", columns=["employees.name"]),
+        act("execute"),
+        Reply(text="Alan Turing and Karen Brant."),
+    ]
+    answer = ask(scripted_llm, sqlite_kg, "Which employees manage nobody?", script)
+    assert cells(answer) == [("Alan Turing",), ("Karen Brant",)]
+    assert 'NOT EXISTS (SELECT 1 FROM "employees" AS "employees_2" WHERE "employees_2"."manager_id" = ' \
+        '"employees"."id")' in (answer.sql or "")
+    script = [
+        act("add_table", table="products"),
+        act("add_condition", column="products.title", op="in", value=["Kettle", "Lamp"]),
+        act("add_condition", column="products.price", op="NOT IN", value="9.99, 30"),  # a text list of numbers
+        act("add_join", to_column="reviews", keep="sometimes"),  # refused by the tool
+        act("set_answer_columns", columns=["products.title"]),
+        act("execute"),
+        Reply(text="The Kettle."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "Which of the Kettle and the Lamp do not cost 9.99 or 30?", script)
+    assert cells(answer) == [("Kettle",)] and feedback_by_step(answer) == {}
+    assert "WHERE \"products\".\"title\" IN ('Kettle', 'Lamp')\n  AND \"products\".\"price\" NOT IN (9.99, 30)" \
+        in (answer.sql or "")
+    assert observed(answer)[3] == "keep is matched or unmatched, not 'sometimes'"
+
+
+def test_year_and_month_of_a_date_stored_as_text(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    script = [
+        act("add_table", table="orders"),
+        act("add_group", column="orders.ord_date", part="year"),
+        act("add_aggregate", function="count"),
+        act("set_order", by="count_rows", direction="desc", limit=1),
+        act("set_answer_columns", columns=["year_ord_date"]),
+        act("execute"),
+        Reply(text="2023."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "Which year had the most orders?", script)
+    assert cells(answer) == [("2023",)] and feedback_by_step(answer) == {}
+    assert "Its column is year_ord_date" in observed(answer)[1]
+    assert answer.sql == ("SELECT CAST(strftime('%Y', \"orders\".\"ord_date\") AS INTEGER) AS \"year_ord_date\"\n"
+                          'FROM "orders"\nGROUP BY CAST(strftime(\'%Y\', "orders"."ord_date") AS INTEGER)\n'
+                          "ORDER BY COUNT(*) DESC\nLIMIT 1")
+    script = [
+        act("add_table", table="orders"),
+        act("add_aggregate", function="count"),
+        act("add_condition", column="orders.ord_date", op="=", value="2023", part="year"),
+        act("add_condition", column="orders.ord_date", op=">=", value=7, part="month"),
+        act("execute"),
+        Reply(text="3."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "How many orders were placed from July 2023 on in that year?", script)
+    assert cells(answer) == [("3",)] and feedback_by_step(answer) == {}
+    pg = DatePart(ColumnRef("orders", "ord_date"), "month", "postgresql")
+    assert pg.sql() == 'CAST(EXTRACT(MONTH FROM CAST("orders"."ord_date" AS DATE)) AS INTEGER)'
+    assert SqlCondition(ColumnRef("t", "c"), "IN", SqlValues((SqlValue(1), SqlValue("a")))).sql() == \
+        '"t"."c" IN (1, \'a\')'
+
+
+def test_none_is_answered_by_counting_first(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    script = [
+        act("add_table", table="orders"),  # 1
+        act("add_condition", column="orders.ord_date", op="=", value=2021, part="year"),  # 2 no row: not kept
+        act("add_aggregate", function="count"),  # 3
+        act("add_condition", column="orders.ord_date", op="=", value=2021, part="year"),  # 4 kept: the count says 0
+        act("execute"),  # 5
+        Reply(text="No, no order was placed in 2021."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "Was any order placed in 2021?", script)
+    assert feedback_by_step(answer) == {2: ["sql_empty_result"]}
+    text = next(e.data["text"] for e in answer.trace.of_kind("feedback"))
+    assert 'count first: after add_aggregate("count") a condition keeps the count\'s one row' in text
+    assert 'get_values("orders.ord_date")' in text  # spelling still named, after the count
+    assert cells(answer) == [("0",)]
+    policy = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "add the count first" in policy
+
+
+def test_asked_columns_are_not_called_unasked(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    cases = [
+        ("What was appointment 1042 for?", "appointments", ("appointments.id", "=", 1042), ["appointments.reason"]),
+        ("Is the Stroke Unit larger than Cardiology?", "wards", None, ["wards.name", "wards.beds"]),
+        ("Which transfers happened in season 2022-23?", "transfers", ("transfers.season", "=", "2022-23"),
+         ["transfers.TransferCode"]),
+        ("Which orders cost more than 9?", "orders", ("orders.total", ">", 9), ["orders.ord_id"]),
+    ]
+    for question, table, condition, columns in cases:
+        script = [act("add_table", table=table)]
+        if condition is not None:
+            script.append(act("add_condition", column=condition[0], op=condition[1], value=condition[2]))
+        script += [act("set_answer_columns", columns=columns), act("execute"), Reply(text="Answered.")]
+        answer = ask(scripted_llm, shop_kg, question, script)
+        assert feedback_by_step(answer) == {}, question
+        assert answer.status == "answered" and answer.results is not None and len(answer.results.rows) >= 1
+    # Still said where it holds: the fee is not asked for, and a products' id is no name (they have a title).
+    script = [act("add_table", table="transfers"),
+              act("set_answer_columns", columns=["transfers.TransferCode", "transfers.fee"]), act("execute"),
+              Reply(text="T-001 and T-002.")]
+    answer = ask(scripted_llm, shop_kg, "Which transfers are there?", script)
+    assert feedback_by_step(answer) == {2: ["sql_unasked_column"]}
+    texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
+    assert "does not ask for transfers.fee." in texts["sql_unasked_column"]
+    script = [act("add_table", table="products"), act("set_answer_columns", columns=["products.id"]),
+              act("execute"), Reply(text="1 to 4.")]
+    answer = ask(scripted_llm, shop_kg, "Which products are there?", script)
+    assert feedback_by_step(answer) == {2: ["sql_unasked_column"]}
+
+
+def test_get_values_says_when_its_list_is_cut(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    script = [
+        act("get_values", column="orders.ord_date"),
+        act("get_values", column="orders.ord_date", containing="2023"),
+        act("add_table", table="orders"),
+        act("execute"),
+        Reply(text="Fifteen orders."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "List the orders.", script)
+    first, second = observed(answer)[:2]
+    assert first.startswith("orders.ord_date (string): 15 distinct value(s) in 15 of 15 rows; "
+                            "from '2022-03-01' to '2024-04-04'\nMost frequent values: '2022-03-01' ×1, ")
+    assert first.endswith(" … and 3 more value(s) (get_values with containing finds one)")
+    assert second.count("×1") == 8 and "more value" not in second
 
 
 # ---------------------------------------------------------------- the faces

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparqlnav.feedback.view import SqlView
+from sparqlnav.question.wording import Asked
 from sparqlnav.question.words import tokenize, word_similarity
+from sparqlnav.sql.draft import ColumnRef
 
 if TYPE_CHECKING:
     from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
@@ -21,6 +23,18 @@ NUMERIC_KINDS = frozenset({"integer", "decimal", "double"})
 # A column that names or describes a row answers "which …?" without being asked for by its own name.
 _NAME_LIKE = re.compile(r"(name|title|label)s?$", re.I)  # name, first_name, PlayerName, title
 SAME_WORD = 0.85  # word_similarity at which a column's word is the question's (plurals, inflections)
+# A question word that asks for a kind of value names the columns holding it ("what was appointment 1042 for?"
+# asks for its reason, "when" for a date).
+_CUES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = tuple(
+    (re.compile(pattern, re.I), frozenset(words.split()))
+    for pattern, words in (
+        (r"\bwhy\b|\bwhat\b.*\bfor\s*\??\s*$", "reason purpose cause motive"),
+        (r"\bwhen\b", "date time day month year at on start end"),
+        (r"\bwhere\b", "city place location address country site room"),
+        (r"\bhow\s+much\b", "price cost amount total fee value budget salary"),
+        (r"\bhow\s+(?:long|old)\b", "duration length days minutes hours years age birth born"),
+    )
+)
 
 
 def _view(ctx: StepContext, *tools: str) -> SqlView | None:
@@ -45,7 +59,11 @@ def sql_empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     hint = ""
     if view.compared is not None:
         hint = f" Look at the stored values with get_values(\"{view.compared[0]}\") and compare with one as stored."
-    return {"hint": hint}
+    # No row may be the answer itself: a count keeps its one row and says 0 (first for a yes/no or "how many").
+    count = ("count first: after add_aggregate(\"count\") a condition keeps the count's one row, and 0 says none.")
+    if Asked.of(view.question).yes_no or "count" in view.wanted:
+        return {"hint": f" If none is the answer (a \"no\", a zero), {count}{hint}", "none": ""}
+    return {"hint": hint, "none": f" Or no row matches at all: if the question allows that answer, {count}"}
 
 
 def sql_type_mismatch(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
@@ -86,6 +104,8 @@ def sql_aggregation_missing(ctx: StepContext, opts: FeedbackOptions) -> Details 
     if view is None or not view.wanted or "sql_aggregation_missing" in view.fired:
         return None
     draft = view.draft
+    if "count" in view.wanted and _stored_number(view):
+        return None  # "how many beds does the ward have": the number is stored, not counted
     functions = {a.function for a in draft.aggregates}
     ordered = draft.order is not None and draft.limit is not None
     for want in view.wanted:
@@ -100,14 +120,48 @@ def sql_aggregation_missing(ctx: StepContext, opts: FeedbackOptions) -> Details 
     return {"tools": " or ".join(tools[w] for w in view.wanted)}
 
 
+def _stored_number(view: SqlView) -> bool:
+    """Whether the query returns a number column the question names (wards.beds for "how many beds")."""
+    tables = {t.alias: t.table for t in view.draft.tables}
+    words = [t.text.lower() for t in tokenize(view.question)]
+    chosen = view.draft.selected() or tuple(  # nothing chosen: SELECT * returns every column of the query
+        ColumnRef(alias, c) for alias, table in tables.items() for c in view.column_kinds.get(table, {}))
+    for col in chosen:
+        if isinstance(col, ColumnRef) and col.alias in tables:
+            kind = view.column_kinds.get(tables[col.alias], {}).get(col.column, "")
+            if kind in NUMERIC_KINDS and _named(col.column, "", words):
+                return True
+    return False
+
+
 def sql_unasked_column(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """set_answer_columns returns a column the question does not ask for (not a name, not a word of it)."""
     view = _view(ctx, "set_answer_columns")
-    if view is None or not view.answer:
-        return None
+    if view is None or not view.answer or Asked.of(view.question).yes_no:
+        return None  # a yes/no question's answer is its evidence, whichever columns show it
     words = [t.text.lower() for t in tokenize(view.question)]
-    extra = [c for c in view.answer if not _asked(c, words)]
+    cued = frozenset(w for pattern, cue in _CUES if pattern.search(view.question) for w in cue)
+    tables = {t.alias: t.table for t in view.draft.tables}
+    extra = [c for c in view.answer
+             if not _asked(c, words) and not _cued(c, cued) and not _identity(c, tables, view)]
     return {"columns": ", ".join(extra)} if extra else None
+
+
+def _cued(column: str, cued: frozenset[str]) -> bool:
+    return any(p.lower() in cued for p in _parts(column.rpartition(".")[2]))
+
+
+def _identity(column: str, tables: Mapping[str, str], view: SqlView) -> bool:
+    """The key of a table with no name column is how its rows are named (a transfer's code, an order's id)."""
+    alias, _, name = column.rpartition(".")
+    table = tables.get(alias)
+    if table is None or view.keys.get(table) != (name,):
+        return False
+    return not any(_NAME_LIKE.search(c) for c in view.column_kinds.get(table, {}))
+
+
+def _parts(name: str) -> list[str]:
+    return [p for p in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name) if p]
 
 
 def _asked(column: str, words: list[str]) -> bool:
@@ -115,9 +169,13 @@ def _asked(column: str, words: list[str]) -> bool:
     if _NAME_LIKE.search(name):
         return True
     # The table's own name in a column's (PlayerCode of Player, employee_id of employees) says whose it is, not what.
-    own = re.sub(r"_\d+$", "", table).lower()
-    parts = [p for p in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", name)
-             if p and p.lower() not in ("id", "is") and word_similarity(p.lower(), own) < SAME_WORD]
+    return _named(name, re.sub(r"_\d+$", "", table).lower(), words)
+
+
+def _named(name: str, own: str, words: list[str]) -> bool:
+    """Whether a word of the column's name (other than its table's own, `own`) is one of the question's."""
+    parts = [p for p in _parts(name)
+             if p.lower() not in ("id", "is") and (not own or word_similarity(p.lower(), own) < SAME_WORD)]
     if not parts:  # an `id` column: asked only when the question says id, number, code or key
         return any(w in ("id", "ids", "number", "numbers", "code", "codes", "key") for w in words)
     return any(word_similarity(p.lower(), w) >= SAME_WORD for p in parts for w in words)

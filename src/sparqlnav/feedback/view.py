@@ -43,6 +43,7 @@ class SqlView:
     draft: SqlDraft
     column_kinds: Mapping[str, Mapping[str, str]]  # table → column → kind (direct_mapping.ValueKind)
     question: str = ""
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # table → its primary key's columns
     wanted: tuple[Aggregation, ...] = ()  # aggregations the question asks for (any one will do)
     fired: frozenset[str] = frozenset()  # guideline ids fired earlier in the run
     previous_rows: int | None = None  # rows the draft returned before the step

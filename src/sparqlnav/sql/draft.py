@@ -1,6 +1,7 @@
-"""A SELECT under construction (QueryAgent's SQL transfer, queryagent.txt §5): a base table, joins along columns,
-conditions, groups and aggregates, an order and a limit, the answer's columns; rendered as one statement after
-each edit. Every edit returns a new draft, so a step that is not kept leaves the last one untouched.
+"""A SELECT under construction (QueryAgent's SQL transfer, queryagent.txt §5): a base table, joins along columns
+(and anti-joins: rows with no partner), conditions (IN / NOT IN lists too), groups and aggregates, the year or
+month of a date column, an order and a limit, the answer's columns; rendered as one statement after each edit.
+Every edit returns a new draft, so a step that is not kept leaves the last one untouched.
 
 SQL as text only: which tables and columns exist is the builder's business (`strategies/builder/sql_tools`); this
 module never talks to a database.
@@ -15,8 +16,12 @@ from typing import Literal
 
 AggregateFunction = Literal["count", "sum", "avg", "min", "max"]
 FUNCTIONS: tuple[AggregateFunction, ...] = ("count", "sum", "avg", "min", "max")
-OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "LIKE", "NOT LIKE", "IS NULL", "IS NOT NULL")
+OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "LIKE", "NOT LIKE", "IN", "NOT IN", "IS NULL", "IS NOT NULL")
 UNARY = ("IS NULL", "IS NOT NULL")
+LISTS = ("IN", "NOT IN")
+Dialect = Literal["sqlite", "postgresql"]
+DatePartName = Literal["year", "month"]
+DATE_PARTS: tuple[DatePartName, ...] = ("year", "month")
 
 
 def quote_name(name: str) -> str:
@@ -48,6 +53,31 @@ class ColumnRef:
 
 
 @dataclass(frozen=True)
+class DatePart:
+    """The year or month of a date column, as a whole number: a DATE, a timestamp or 'YYYY-MM-DD…' text alike."""
+
+    column: ColumnRef
+    part: DatePartName
+    dialect: Dialect
+
+    @property
+    def name(self) -> str:
+        """Its output column's name: year_ord_date, month_ord_date."""
+        return f"{self.part}_{re.sub(r'[^A-Za-z0-9_]', '_', self.column.column)}"
+
+    def sql(self) -> str:
+        """The expression: SQLite's strftime reads ISO text and dates alike; PostgreSQL casts text to a date first."""
+        if self.dialect == "postgresql":
+            return f"CAST(EXTRACT({self.part.upper()} FROM CAST({self.column.sql()} AS DATE)) AS INTEGER)"
+        return f"CAST(strftime('{'%Y' if self.part == 'year' else '%m'}', {self.column.sql()}) AS INTEGER)"
+
+    @property
+    def shown(self) -> str:
+        """As the model writes it: year(orders.ord_date)."""
+        return f"{self.part}({self.column.shown})"
+
+
+@dataclass(frozen=True)
 class SqlAggregate:
     """COUNT/SUM/AVG/MIN/MAX of a column (COUNT of rows when `column` is None), named by `name` in the result."""
 
@@ -72,7 +102,7 @@ class SqlAggregate:
         return self.name
 
 
-Selectable = ColumnRef | SqlAggregate
+Selectable = ColumnRef | DatePart | SqlAggregate
 
 
 @dataclass(frozen=True)
@@ -91,6 +121,17 @@ class SqlValue:
         if isinstance(self.value, str):
             return "'" + self.value.replace("'", "''") + "'"
         return str(self.value)
+
+
+@dataclass(frozen=True)
+class SqlValues:
+    """The list an IN / NOT IN condition compares with."""
+
+    values: tuple[SqlValue, ...]
+
+    def sql(self) -> str:
+        """As SQL: (v1, v2, …)."""
+        return "(" + ", ".join(v.sql() for v in self.values) + ")"
 
 
 @dataclass(frozen=True)
@@ -122,7 +163,7 @@ class SqlCondition:
 
     left: Selectable
     op: str
-    right: SqlValue | ColumnRef | None  # None for IS NULL / IS NOT NULL
+    right: SqlValue | SqlValues | ColumnRef | None  # None for IS NULL / IS NOT NULL; SqlValues for IN / NOT IN
 
     def sql(self) -> str:
         """As SQL."""
@@ -147,8 +188,9 @@ class SqlDraft:
 
     base: TableRef | None = None
     joins: tuple[SqlJoin, ...] = ()
+    unmatched: tuple[SqlJoin, ...] = ()  # anti-joins: keep the rows with no partner (NOT EXISTS)
     conditions: tuple[SqlCondition, ...] = ()
-    groups: tuple[ColumnRef, ...] = ()
+    groups: tuple[ColumnRef | DatePart, ...] = ()
     aggregates: tuple[SqlAggregate, ...] = ()
     order: SqlOrdering | None = None
     limit: int | None = None
@@ -161,7 +203,7 @@ class SqlDraft:
 
     def alias_for(self, table: str) -> str:
         """The name a new use of `table` gets: its own, else `table_2`, `table_3` …"""
-        taken = {t.alias for t in self.tables}
+        taken = {t.alias for t in self.tables} | {j.ref.alias for j in self.unmatched}
         alias, n = table, 2
         while alias in taken:
             alias, n = f"{table}_{n}", n + 1
@@ -175,11 +217,15 @@ class SqlDraft:
         """One more joined table."""
         return replace(self, joins=(*self.joins, join))
 
+    def without_partner(self, join: SqlJoin) -> SqlDraft:
+        """Keep only the rows that have no partner in another table (its columns stay out of the query)."""
+        return replace(self, unmatched=(*self.unmatched, join))
+
     def with_condition(self, condition: SqlCondition) -> SqlDraft:
         """One more condition."""
         return replace(self, conditions=(*self.conditions, condition))
 
-    def with_group(self, column: ColumnRef) -> SqlDraft:
+    def with_group(self, column: ColumnRef | DatePart) -> SqlDraft:
         """One more GROUP BY column."""
         return replace(self, groups=(*self.groups, column))
 
@@ -207,7 +253,7 @@ class SqlDraft:
             return ""
         chosen = self.selected()
         if chosen:
-            listed = ", ".join(s.sql() + (f" AS {quote_name(s.name)}" if isinstance(s, SqlAggregate) else "")
+            listed = ", ".join(s.sql() + (f" AS {quote_name(s.name)}" if not isinstance(s, ColumnRef) else "")
                                for s in chosen)
         else:
             listed = "*" if not self.joins else ", ".join(f"{quote_name(t.alias)}.*" for t in self.tables)
@@ -215,20 +261,22 @@ class SqlDraft:
         for j in self.joins:
             lines.append(f"JOIN {j.ref.sql()} ON {j.left.sql()} = {j.right.sql()}")
         where = [c.sql() for c in self.conditions if not isinstance(c.left, SqlAggregate)]
+        where += [f"NOT EXISTS (SELECT 1 FROM {j.ref.sql()} WHERE {j.right.sql()} = {j.left.sql()})"
+                  for j in self.unmatched]
         having = [c.sql() for c in self.conditions if isinstance(c.left, SqlAggregate)]
         if where:
             lines.append("WHERE " + "\n  AND ".join(where))
         grouped = list(self.groups)
-        if self.groups or (self.aggregates and chosen and any(isinstance(s, ColumnRef) for s in chosen)):
+        if self.groups or (self.aggregates and chosen and any(isinstance(s, (ColumnRef, DatePart)) for s in chosen)):
             # A plain column beside an aggregate is grouped by, so the statement runs on PostgreSQL too.
-            grouped += [s for s in chosen if isinstance(s, ColumnRef) and s not in grouped]
+            grouped += [s for s in chosen if isinstance(s, (ColumnRef, DatePart)) and s not in grouped]
         if grouped:
             lines.append("GROUP BY " + ", ".join(c.sql() for c in grouped))
         if having:
             lines.append("HAVING " + "\n  AND ".join(having))
         if self.order is not None:
             key = self.order.key
-            shown = quote_name(key.name) if isinstance(key, SqlAggregate) and key in chosen else key.sql()
+            shown = quote_name(key.name) if not isinstance(key, ColumnRef) and key in chosen else key.sql()
             lines.append(f"ORDER BY {shown} {'DESC' if self.order.descending else 'ASC'}")
         if self.limit is not None:
             lines.append(f"LIMIT {self.limit}")

@@ -1,9 +1,9 @@
 """The SQL builder's step functions (QueryAgent's transfer to SQL, queryagent.txt §5), declared with the shared
 `tool()` machinery like the SPARQL builder's (`builder/tools.py`): tools over the schema and the data (tables,
 columns with types, values of a column, foreign keys) and edits of one SELECT (a table, a join, a condition, a
-group, an aggregate, an order and limit, the answer's columns). After every edit the SELECT runs through
-`sparqlnav.sql.run_sql` (read-only, bounded) and the observation shows its first rows; an edit after which it
-fails or returns nothing is not kept. The run's `SqlBuilder` is the keyword-only hook `builder`, never shown to a
+group, an aggregate, an order and limit, the answer's columns) and an undo of the last kept edit. After every edit
+the SELECT runs through `sparqlnav.sql.run_sql` (read-only, bounded) and the observation shows its first rows; an
+edit after which it fails or returns nothing is not kept. The run's `SqlBuilder` is the keyword-only hook `builder`, never shown to a
 model.
 """
 
@@ -22,10 +22,13 @@ from sparqlnav.graph.direct_mapping import Table
 from sparqlnav.graph.relational import Database
 from sparqlnav.sql import SqlError, SqlResult, run_sql
 from sparqlnav.sql.draft import (
+    DATE_PARTS,
     FUNCTIONS,
+    LISTS,
     OPERATORS,
     UNARY,
     ColumnRef,
+    DatePart,
     Selectable,
     SqlAggregate,
     SqlCondition,
@@ -33,6 +36,7 @@ from sparqlnav.sql.draft import (
     SqlJoin,
     SqlOrdering,
     SqlValue,
+    SqlValues,
     TableRef,
     quote_name,
     quote_table,
@@ -69,6 +73,7 @@ class SqlBuilder:
         self.caps = caps
         self.draft = SqlDraft()
         self.last: SqlEdit | None = None  # the latest kept run
+        self._kept: list[tuple[SqlDraft, SqlEdit | None, str]] = []  # before each kept edit: draft, run, what
         self.finished = False
         self._counts: dict[str, int | None] = {}
 
@@ -162,19 +167,26 @@ class SqlBuilder:
             where = f" WHERE LOWER(CAST({col} AS TEXT)) LIKE {pattern}"
         frequent = (f"SELECT {col}, COUNT(*) AS n FROM {table} AS {alias}{where} GROUP BY {col} "
                     f"ORDER BY n DESC, {col} LIMIT {SHOWN_VALUES}")
-        summary = f"SELECT COUNT(DISTINCT {col}), COUNT({col}), COUNT(*), MIN({col}), MAX({col}) FROM {table} AS {alias}"
+        # How many distinct values the list is drawn from (NULL is one of the listed, not of COUNT DISTINCT).
+        summary = (f"SELECT COUNT(DISTINCT {col}), COUNT({col}), COUNT(*), MIN({col}), MAX({col}), "
+                   f"(SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END) "
+                   f"FROM {table} AS {alias}{where}) FROM {table} AS {alias}")
         listed, error = self.run_sql(frequent, purpose="values")
         totals, error2 = self.run_sql(summary, purpose="values")
         if listed is None or totals is None:
             return Observation(f"get_values failed: {error or error2}", None, ok=False)
-        distinct, filled, rows, low, high = totals.rows[0]
+        distinct, filled, rows, low, high, matching = totals.rows[0]
         kind = self.column_kinds[self._table_of(ref)].get(ref.column, "")
+        # Text columns too: the smallest and largest say how values are written (codes, dates as text, case).
         head = (f"{ref.shown} ({kind}): {distinct} distinct value(s) in {filled} of {rows} rows"
-                + (f"; from {_shown(low)} to {_shown(high)}" if kind not in ("string", "untyped", "") else ""))
+                + (f"; from {_shown(low)} to {_shown(high)}" if filled else ""))
         if not listed.rows:
             return Observation(head + (f"\nNo value contains {containing!r}." if where else ""), listed)
         what = f"Values containing {containing!r}" if where else "Most frequent values"
         values = ", ".join(f"{_shown(v)} ×{n}" for v, n in listed.rows)
+        more = int(str(matching or 0)) - len(listed.rows)
+        if more > 0:
+            values += f" … and {more} more value(s)" + ("" if where else " (get_values with containing finds one)")
         return Observation(f"{head}\n{what}: {values}", listed)
 
     # ------------------------------------------------------------ resolving names
@@ -219,9 +231,24 @@ class SqlBuilder:
         for a in self.draft.aggregates:
             if raw.lower() in (a.name, a.sql().lower()):
                 return a
+        for d in (*self.draft.groups, *self.draft.answer):
+            if isinstance(d, DatePart) and "".join(raw.lower().split()) in (d.name, d.shown.lower()):
+                return d
         return self._column(raw)
 
+    def _part(self, column: str, part: str) -> ColumnRef | DatePart | str:
+        """A column, or its year or month (`part`), else why not."""
+        ref = self._column(column)
+        if isinstance(ref, str) or not part.strip():
+            return ref
+        name = part.strip().lower()
+        if name not in DATE_PARTS:
+            return f"part is {' or '.join(DATE_PARTS)}, not {part!r}"
+        return DatePart(ref, name, self.database.kind)  # checked against DATE_PARTS
+
     def _kind(self, ref: Selectable) -> str:
+        if isinstance(ref, DatePart):
+            return "integer"
         if isinstance(ref, SqlAggregate):
             if ref.function in ("count", "sum", "avg") or ref.column is None:
                 return "decimal"
@@ -240,9 +267,13 @@ class SqlBuilder:
                                None, ok=False)
         return self._apply(self.draft.with_base(found.name), "table")
 
-    def add_join(self, from_column: str, to_column: str) -> Observation:
+    def add_join(self, from_column: str, to_column: str, keep: str = "matched") -> Observation:
         """Join a table on `from_column = to_column` (`to_column` a column of the table joined, or just that
-        table's name when one foreign key links it to the query)."""
+        table's name when one foreign key links it to the query); `keep="unmatched"` keeps instead the rows that
+        have no such partner (NOT EXISTS), and the table's columns stay out of the query."""
+        way = keep.strip().lower() or "matched"
+        if way not in ("matched", "unmatched"):
+            return Observation(f"keep is matched or unmatched, not {keep!r}", None, ok=False)
         if self.draft.base is None:
             return Observation("the query has no table yet: start with add_table", None, ok=False)
         target = to_column.strip()
@@ -266,6 +297,8 @@ class SqlBuilder:
             return Observation(f"{table} has no column {column!r}", None, ok=False)
         alias = self.draft.alias_for(table)
         join = SqlJoin(TableRef(table, alias), left, ColumnRef(alias, column))
+        if way == "unmatched":
+            return self._apply(self.draft.without_partner(join), f"rows without a partner in {table}")
         base = self.draft.base.table
         obs = self._apply(self.draft.with_join(join), "join")
         note = f"\n{table} joins as {alias}: write its columns as {alias}.column." if alias != table else ""
@@ -294,11 +327,12 @@ class SqlBuilder:
         listed = "; ".join(f"{a.shown} = {table}.{b}" for a, b in options)
         return f"several foreign keys link {table} to the query ({listed}): name the columns"
 
-    def add_condition(self, column: str, op: str, value: Any = None) -> Observation:
-        """Keep the rows where `column op value` holds (a condition on an aggregate keeps groups)."""
+    def add_condition(self, column: str, op: str, value: Any = None, part: str = "") -> Observation:
+        """Keep the rows where `column op value` holds (a condition on an aggregate keeps groups; `part`: on the
+        year or month of a date column)."""
         if self.draft.base is None:
             return Observation("the query has no table yet: start with add_table", None, ok=False)
-        left = self._selectable(column)
+        left = self._part(column, part) if part.strip() else self._selectable(column)
         if isinstance(left, str):
             return Observation(left, None, ok=False)
         op = " ".join(op.upper().split()) if op.strip().isalpha() or " " in op.strip() else op.strip()
@@ -306,19 +340,31 @@ class SqlBuilder:
         if op not in OPERATORS:
             return Observation(f"unknown operator {op!r}: use one of {', '.join(OPERATORS)}", None, ok=False)
         kind = self._kind(left)
-        right: SqlValue | ColumnRef | None = None
+        right: SqlValue | SqlValues | ColumnRef | None = None
         value_kind = ""
-        if op not in UNARY:
+        if op in LISTS:
+            listed = _as_list(value)
+            if not listed:
+                return Observation(f"{op} needs a list of values, e.g. [\"a\", \"b\"]", None, ok=False)
+            values = tuple(self._literal(v, kind) for v in listed)
+            right = SqlValues(values)
+            value_kind = "decimal" if all(v.is_number for v in values) else "string"
+        elif op not in UNARY:
             if value is None or (isinstance(value, str) and not value.strip()):
                 return Observation(f"{op} needs a value", None, ok=False)
             right = self._value(value, kind)
             value_kind = self._kind(right) if isinstance(right, ColumnRef) else (
                 "decimal" if right.is_number else "string")
-        compared = (left.shown, kind, op, value_kind)
+        compared = (left.column.shown if isinstance(left, DatePart) else left.shown, kind, op, value_kind)
         obs = self._apply(self.draft.with_condition(SqlCondition(left, op, right)), "condition")
         if isinstance(obs.value, SqlEdit):
             return Observation(obs.text, SqlEdit(obs.value.run, obs.value.result, compared=compared), ok=obs.ok)
         return obs
+
+    def _literal(self, value: Any, kind: str) -> SqlValue:
+        """One value of a list: a number or a text, never a column."""
+        found = self._value(value, kind)
+        return found if isinstance(found, SqlValue) else SqlValue(str(value))
 
     def _value(self, value: Any, kind: str) -> SqlValue | ColumnRef:
         """A value as the model wrote it: a JSON number is a number; a text in quotes is a text; a text naming a
@@ -340,14 +386,17 @@ class SqlBuilder:
             return SqlValue(number)
         return SqlValue(text)
 
-    def add_group(self, column: str) -> Observation:
-        """Group the rows by a column."""
-        ref = self._column(column)
+    def add_group(self, column: str, part: str = "") -> Observation:
+        """Group the rows by a column (`part`: by the year or month of a date column)."""
+        ref = self._part(column, part)
         if isinstance(ref, str):
             return Observation(ref, None, ok=False)
         if ref in self.draft.groups:
             return Observation(f"the query already groups by {ref.shown}", None, ok=False)
-        return self._apply(self.draft.with_group(ref), "group")
+        obs = self._apply(self.draft.with_group(ref), "group")
+        if isinstance(ref, DatePart) and obs.ok and isinstance(obs.value, SqlEdit) and obs.value.run.kept:
+            return Observation(obs.text + f"\nIts column is {ref.name}: order by or answer with that name.", obs.value)
+        return obs
 
     def add_aggregate(self, function: str, column: str = "*", distinct: bool = False) -> Observation:
         """Add COUNT/SUM/AVG/MIN/MAX of a column (COUNT of rows for `*`)."""
@@ -417,6 +466,15 @@ class SqlBuilder:
         self.last, self.finished = edit, True
         return Observation(self._run_text(edit) + "\nDone: this query is the final answer.", edit)
 
+    def undo(self) -> Observation:
+        """Take back the last kept edit: the query is as it was before it."""
+        if not self._kept:
+            return Observation("there is no kept step to undo", None, ok=False)
+        self.draft, self.last, what = self._kept.pop()
+        if self.last is None:
+            return Observation(f"Undone: the {what}. The query is empty again: start with add_table.", None)
+        return Observation(f"Undone: the {what}. The query is again:\n" + self._run_text(self.last), self.last)
+
     def _apply(self, draft: SqlDraft, what: str) -> Observation:
         sql = draft.render()
         result, error = self.run_sql(sql)
@@ -425,6 +483,7 @@ class SqlBuilder:
             edit = SqlEdit(SqlStepRun(sql, rows, error, kept=False), result)
             note = f"\nThe {what} was not kept: the query went back to its previous version."
             return Observation(self._run_text(edit) + note, edit)
+        self._kept.append((self.draft, self.last, what))
         self.draft = draft
         self.last = SqlEdit(SqlStepRun(sql, rows, None), result)
         return Observation(self._run_text(self.last), self.last)
@@ -459,6 +518,15 @@ def _shown(value: object) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 80 else repr(value[:77] + "...")
     return str(value)
+
+
+def _as_list(value: Any) -> list[Any]:
+    """An IN list as the model sent it: a JSON list, or a text of comma-separated values."""
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if v is not None and str(v).strip()]
+    if isinstance(value, str):
+        return [v.strip() for v in value.strip().strip("()[]").split(",") if v.strip()]
+    return [] if value is None else [value]
 
 
 def _number(text: str) -> int | Decimal | None:
@@ -521,30 +589,38 @@ def add_join(
     kit: Toolkit,
     to_column: Annotated[str, Field(description="the column of the table to join, as table.column (or only the table's name, to join along its foreign key)")],
     from_column: Annotated[str, Field(description="the column of the query so far it equals, as table.column (leave it out to join along a foreign key)")] = "",
+    keep: Annotated[str, Field(description="matched (the rows with a partner, joined) or unmatched (only the rows with no partner there: 'never', 'without any')")] = "matched",
     *,
     builder: Hook = None,
 ) -> Observation:
     """Join another table where to_column = from_column, and run the query. A table joined a second time gets a
-    new name (employees_2), which the observation says."""
-    return builder.add_join(from_column, to_column) if builder else _NO_BUILDER
+    new name (employees_2), which the observation says. keep="unmatched" keeps instead the rows with no partner."""
+    return builder.add_join(from_column, to_column, keep) if builder else _NO_BUILDER
 
 
 def add_condition(
     kit: Toolkit,
     column: ColumnArg,
-    op: Annotated[str, Field(description="one of = != < <= > >= LIKE, NOT LIKE, IS NULL, IS NOT NULL")],
-    value: Annotated[str | float | None, Field(description="a number, a text as stored ('%' for any text in LIKE), or another column as table.column; nothing for IS NULL")] = None,
+    op: Annotated[str, Field(description="one of = != < <= > >= LIKE, NOT LIKE, IN, NOT IN, IS NULL, IS NOT NULL")],
+    value: Annotated[str | float | list[str | float] | None, Field(description="a number, a text as stored ('%' for any text in LIKE), another column as table.column, or a list for IN / NOT IN; nothing for IS NULL")] = None,
+    part: Annotated[str, Field(description="year or month: compare that part of a date column, as a number; empty: the column itself")] = "",
     *,
     builder: Hook = None,
 ) -> Observation:
     """Keep only the rows where `column op value` holds, and run the query. On an aggregate (count_rows,
     avg_price …) it keeps the groups where it holds."""
-    return builder.add_condition(column, op, value) if builder else _NO_BUILDER
+    return builder.add_condition(column, op, value, part) if builder else _NO_BUILDER
 
 
-def add_group(kit: Toolkit, column: ColumnArg, *, builder: Hook = None) -> Observation:
+def add_group(
+    kit: Toolkit,
+    column: ColumnArg,
+    part: Annotated[str, Field(description="year or month: group by that part of a date column; empty: the column itself")] = "",
+    *,
+    builder: Hook = None,
+) -> Observation:
     """Group the rows by a column (one row per value), for aggregates per group, and run the query."""
-    return builder.add_group(column) if builder else _NO_BUILDER
+    return builder.add_group(column, part) if builder else _NO_BUILDER
 
 
 def add_aggregate(
@@ -582,6 +658,11 @@ def set_answer_columns(
     return builder.set_answer_columns(columns) if builder else _NO_BUILDER
 
 
+def undo(kit: Toolkit, *, builder: Hook = None) -> Observation:
+    """Take back the last kept step (a wrong table, join, condition …): the query is as it was before it."""
+    return builder.undo() if builder else _NO_BUILDER
+
+
 def execute(kit: Toolkit, *, builder: Hook = None) -> Observation:
     """Finish: the current query becomes the final answer. Call it once the query returns the answer."""
     return builder.execute() if builder else _NO_BUILDER
@@ -591,6 +672,6 @@ def execute(kit: Toolkit, *, builder: Hook = None) -> Observation:
 SQL_BUILD_TOOLS: Registry = Registry(
     tool(fn)
     for fn in (get_tables, get_columns, get_values, get_foreign_keys, add_table, add_join, add_condition, add_group,
-               add_aggregate, set_order, set_answer_columns, execute)
+               add_aggregate, set_order, set_answer_columns, undo, execute)
 )
 """What the build strategy offers the model for a SQL target."""

@@ -414,7 +414,8 @@ class _SqlRun(_Run):
     def _context(self, call: ToolCall | None, reply: LLMReply) -> StepContext:
         b = self.sql_builder
         view = SqlView(
-            b.draft, b.column_kinds, self.question, self.wanted, frozenset(self.fired),
+            b.draft, b.column_kinds, self.question, keys={t.name: t.key for t in b.tables.values()},
+            wanted=self.wanted, fired=frozenset(self.fired),
             previous_rows=b.last.run.rows if b.last is not None else None,
         )
         return StepContext(
