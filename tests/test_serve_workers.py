@@ -23,7 +23,9 @@ import pytest
 from private_redis import PrivateRedis
 from scripted_llm import Call, Hang, Reply, ScriptedLLM
 from sparqlnav.conversation import Conversation
+from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.faces.redis_state import RedisState
+from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.settings import Settings
 from test_conversation import (
     EMAIL,
@@ -328,6 +330,29 @@ def test_an_unreachable_redis_is_said_in_one_line(tmp_path: Path, llm: ScriptedL
     assert proc.wait(timeout=60) == 1
     lines = log.read_text().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: SPARQLNAV_STATE_URL: cannot use redis at 127.0.0.1:"), lines
+
+
+def test_a_redis_that_goes_away_gets_503s_and_the_worker_is_not_ready(settings: Settings, demo: KnowledgeGraph) -> None:
+    """Requests that need the shared state get a one-line 503 while Redis is gone (the rate limit, a conversation),
+    /ready says 503 with the reason, /health still answers (liveness), and the event loop is not held up."""
+    server = PrivateRedis().start()
+    state = RedisState.connect(server.url(4))
+    try:
+        app = create_app(settings, ServeConfig(rate_limit=600), kgs={"demo": demo}, state=state)
+        with background(app) as url:
+            r = httpx.post(url + "/api/ask", json={"question": "Who discovered oxygen?", "strategy": "lexical"}, timeout=60)
+            assert r.status_code == 200 and r.json()["turn"] == 1, r.text
+            assert httpx.get(url + "/ready").json() == {"status": "ready", "worker": os.getpid()}
+            server.stop()
+            r = httpx.post(url + "/api/ask", json={"question": "Who discovered oxygen?", "strategy": "lexical"}, timeout=60)
+            assert r.status_code == 503 and r.json()["detail"].startswith("the shared state store (Redis) failed"), r.text
+            ready = httpx.get(url + "/ready", timeout=30)
+            assert ready.status_code == 503 and ready.json()["detail"].startswith("the shared state store (Redis) failed")
+            health = httpx.get(url + "/health", timeout=30)
+            assert health.status_code == 200 and health.json()["active_runs"] is None
+    finally:
+        state.close()
+        server.stop()
 
 
 def test_redis_conversations_keep_their_bounds_and_concurrent_turns(redis_server: PrivateRedis, tmp_path: Path) -> None:

@@ -197,7 +197,11 @@ class RequestGuard:
 
         try:
             try:
-                refusal = self._refuse(scope, headers, path, client)
+                if path.startswith(PROTECTED) and (self.limiter is not None or self.token is not None):
+                    # The counters may live in Redis: a slow one holds a thread here, not the event loop.
+                    refusal = await asyncio.to_thread(self._refuse, scope, headers, path, client)
+                else:
+                    refusal = self._refuse(scope, headers, path, client)
             except StateUnavailable as exc:  # the shared counters cannot be read: refuse rather than count nothing
                 refusal = JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
             if refusal is not None:

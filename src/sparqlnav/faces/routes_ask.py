@@ -113,7 +113,7 @@ def ask_routes(service: Service) -> APIRouter:
         question = service.check_question(body.question)
         kg_name = service.kg(body.kg)
         _, strategy = service.strategy(body.strategy)
-        talk, context = _conversation(service, body, request)
+        talk, context = await asyncio.to_thread(_conversation, service, body, request)  # Redis, perhaps
         job = service.start(question, kg_name, strategy, conversation=talk, context=context)
         answer = await service.finish(job)
         return json_response(answer_object(answer))
@@ -130,7 +130,7 @@ def ask_routes(service: Service) -> APIRouter:
         question = service.check_question(body.question)
         kg_name = service.kg(body.kg)
         _, strategy = service.strategy(body.strategy)
-        talk, context = _conversation(service, body, request)
+        talk, context = await asyncio.to_thread(_conversation, service, body, request)  # Redis, perhaps
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
