@@ -452,6 +452,22 @@ def test_get_values_says_when_its_list_is_cut(scripted_llm: ScriptedLLM, shop_kg
     assert second.count("×1") == 8 and "more value" not in second
 
 
+def test_the_answer_writer_reads_sql_rows_as_written(scripted_llm: ScriptedLLM, shop_kg: KnowledgeGraph) -> None:
+    script = [
+        act("add_table", table="products"),
+        act("add_condition", column="products.title", op="IN", value=["Kettle", "Mug"]),
+        act("set_answer_columns", columns=["products.title", "products.price"]),
+        act("execute"),
+        Reply(text="The Kettle costs 18.2; the Mug has no price."),
+    ]
+    answer = ask(scripted_llm, shop_kg, "What do the Kettle and the Mug cost?", script)
+    assert answer.status == "answered"
+    system, user = (m["content"] for m in scripted_llm.requests[-1]["messages"])
+    assert "SPARQL" not in system and "a SQL query" in system
+    assert "| title | price |" in user and "?title" not in user
+    assert "| Kettle | 18.2 |" in user and "| Mug | NULL |" in user and "E1" not in user
+
+
 # ---------------------------------------------------------------- the faces
 
 

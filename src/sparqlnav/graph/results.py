@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyoxigraph as ox
@@ -137,6 +138,7 @@ class ResultTable:
     boolean: bool | None = None
     truncated: bool = False
     cap: str | None = None
+    language: Literal["SPARQL", "SQL"] = "SPARQL"  # a SQL result's columns show without `?`, its NULLs as NULL
 
     @property
     def is_boolean(self) -> bool:
@@ -202,7 +204,10 @@ class ResultTable:
         self, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None
     ) -> list[list[str]]:
         """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious."""
-        return [[show_term(row.get(v), prefixes, labels) for v in self.vars] for row in self.rows]
+        # An unbound SPARQL variable is nothing; a SQL NULL is a value a reader must see as such.
+        null = "NULL" if self.language == "SQL" else ""
+        return [[show_term(row.get(v), prefixes, labels) if v in row else null for v in self.vars]
+                for row in self.rows]
 
     def shown_rows(self, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL, whole: int = SHOWN_WHOLE) -> list[Row]:
         """The rows a rendering shows: all of them up to `whole` (or `head + tail`) rows, else the first `head`
@@ -229,12 +234,12 @@ class ResultTable:
             return "The query returned no rows."
         kept = self.shown_rows(head, tail, whole)
         cut = len(kept) < len(self.rows)
-        shown = ResultTable(self.vars, kept).display_rows(prefixes, labels)
+        shown = ResultTable(self.vars, kept, language=self.language).display_rows(prefixes, labels)
         limit = max_cell if max_cell is not None else cell_limit(len(shown), len(self.vars))
         cells = [[clip(c, limit) for c in r] for r in shown]
         clipped = sum(len(c) > limit for r in shown for c in r)
         lines = [
-            "| " + " | ".join("?" + v for v in self.vars) + " |",
+            "| " + " | ".join(("?" if self.language == "SPARQL" else "") + v for v in self.vars) + " |",
             "|" + "---|" * len(self.vars),
         ]
         body = [*cells[:head], ["…"] * len(self.vars), *cells[head:]] if cut else cells
@@ -288,8 +293,24 @@ def show_term(
         if term.datatype and not term.datatype.startswith(XSD):
             dt = prefixes.compact(term.datatype) if prefixes else f"<{term.datatype}>"
             return f"{value} ^^{dt}"
+        if term.datatype in (XSD + "double", XSD + "float"):
+            return plain_number(term.value)
         return value
     return f"_:{term.value}" if term.kind == "bnode" else term.value
+
+
+def plain_number(text: str) -> str:
+    """A double as a person writes it: 18.2, not 1.8200000000000003E1 (12 significant digits, no exponent)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if number != number or number in (float("inf"), float("-inf")):
+        return text  # NaN, INF: as the engine wrote them
+    shown = f"{number:.12g}"
+    if "e" in shown:  # very large or small: written out in full
+        shown = format(Decimal(shown), "f")
+    return shown
 
 
 def table_from_rows(vars: Iterable[str], rows: Iterable[Mapping[str, Term]]) -> ResultTable:

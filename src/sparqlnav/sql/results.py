@@ -25,4 +25,4 @@ def result_table(result: SqlResult) -> ResultTable:
                 bound[name] = Term("literal", text, datatype)
         rows.append(bound)
     return ResultTable(vars=names, rows=rows, truncated=result.truncated,
-                       cap="the row or byte cap" if result.truncated else None)
+                       cap="the row or byte cap" if result.truncated else None, language="SQL")

@@ -4,6 +4,7 @@ the query and its rows, or plainly when no LLM time is left), the `answer` event
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from string import Template
 from typing import Any
 
 from sparqlnav.answer import Answer, Status
@@ -48,7 +49,8 @@ def write_answer(
     said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
     # A cascade's handover was for writing the query; the words come from this query's rows alone.
     user = f"{context.without_handover().with_question(question)}\n\n{language}:\n{sparql}\n\nResult:\n{result}{said}"
-    messages = [Message.system(prompt_text("explore_answer.md")), Message.user(user)]
+    system = Template(prompt_text("explore_answer.md")).safe_substitute(language=language)
+    messages = [Message.system(system), Message.user(user)]
     return chat(messages, "answer").text.strip()
 
 
