@@ -544,6 +544,37 @@ def test_sql_builder_answers_over_postgresql(scripted_llm: ScriptedLLM, postgres
     assert cells(answer) == [("Ada Lovelace",), ("Alan Turing",)]
 
 
+@pytest.mark.slow
+def test_new_steps_over_postgresql(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    """The year of a date stored as text, IN lists and rows without a partner, as PostgreSQL writes them."""
+    pytest.importorskip("psycopg", reason="no psycopg (pip install -e '.[dev]')")
+    import psycopg
+
+    with Postgres() as server:
+        with psycopg.connect(server.url(), autocommit=True) as con:
+            con.execute("CREATE DATABASE shop")
+        with psycopg.connect(server.url("shop"), autocommit=True) as con:
+            con.execute(SHOP)  # type: ignore[call-overload]  # a literal script, several statements
+        with open_kg(server.url("shop"), Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})) as kg:
+            script = [
+                act("add_table", table="orders"),
+                act("add_condition", column="orders.ord_id", op="NOT IN", value=[1, 2]),
+                act("add_group", column="orders.ord_date", part="year"),
+                act("add_aggregate", function="count"),
+                act("set_order", by="count_rows", direction="desc", limit=1),
+                act("set_answer_columns", columns=["year_ord_date", "count_rows"]),
+                act("execute"),
+                Reply(text="2023, with 8 orders."),
+            ]
+            answer = ask(scripted_llm, kg, "Which year had the most orders, and how many?", script)
+            assert cells(answer) == [("2023", "8")] and feedback_by_step(answer) == {}
+            assert 'CAST(EXTRACT(YEAR FROM CAST("orders"."ord_date" AS DATE)) AS INTEGER)' in (answer.sql or "")
+            script = [act("add_table", table="products"), act("add_join", to_column="reviews", keep="unmatched"),
+                      act("set_answer_columns", columns=["products.title"]), act("execute"), Reply(text="Two.")]
+            answer = ask(scripted_llm, kg, "Which products were never reviewed?", script)
+            assert cells(answer) == [("Mug",), ("Toaster",)]
+
+
 def test_http_and_mcp_show_the_sql(scripted_llm: ScriptedLLM, sqlite_kg: KnowledgeGraph, tmp_path: Path) -> None:
     """`serve -s build -o target=sql`: the server's default strategy takes its options; /api/ask answers with `sql`
     (and `sparql` null) where a SPARQL answer has `sparql`; MCP's ask tool says "SQL:" where it says "SPARQL:"."""
