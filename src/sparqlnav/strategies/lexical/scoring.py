@@ -342,6 +342,10 @@ class Scorer:
     def counted_values(self, c: Candidate) -> tuple[str, ...]:
         """A count of the distinct numbers or yes/no values of an attribute ("how many beds …" counted how many
         different bed numbers there are): the question asks for the number itself, or for things."""
+        # Only a value some property holds can be a number; things of a class ("how many persons") are not asked.
+        typing = f"<{self.ctx.type_pred}>"
+        if not any(p.endswith(" ?a") and p.split()[1] not in (typing, "a") for p in c.patterns):
+            return ()
         rows = self.ctx.rows(f"SELECT ?a WHERE {{ {' . '.join(c.patterns)} }} LIMIT 20")
         values = [r["a"] for r in rows if "a" in r]
         if values and all(v.kind == "literal" and (_is_number(v) or v.datatype == XSD + "boolean") for v in values):
