@@ -47,7 +47,8 @@ from sparqlnav.faces.service import (
     parse_pairs,
     strategy_with_options,
 )
-from sparqlnav.faces.state import Limiter, RateLimiter, StateStore, StateUnavailable, open_state
+from sparqlnav.faces.state import Limiter, RateLimiter, StateStore, StateUnavailable
+from sparqlnav.faces.state_choice import open_state
 from sparqlnav.faces.warm import warm
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.retrieval.indexes import KGIndexes

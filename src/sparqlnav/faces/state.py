@@ -1,8 +1,8 @@
 """The server's state between requests: conversations, the rate limit's and the wrong-token allowance's counters,
 and the run slots. One worker keeps them in its own memory (`LocalState`, as a single process always did); several
 workers behind one port must share them, or a follow-up lands on a worker that never saw its conversation and a
-client gets N times its rate limit. `open_state` picks the implementation from the settings (SPARQLNAV_STATE_URL:
-Redis through `faces.redis_state`), and `create_app` is given the one it should use."""
+client gets N times its rate limit. `faces.state_choice.open_state` picks the implementation from the settings
+(SPARQLNAV_STATE_URL: Redis through `faces.redis_state`), and `create_app` is given the one it should use."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ __all__ = [
     "Slots",
     "StateStore",
     "StateUnavailable",
-    "open_state",
 ]
 
 
@@ -183,14 +182,3 @@ class LocalState:
 
     def close(self) -> None:
         """Nothing to let go of."""
-
-
-def open_state(settings: Settings) -> StateStore:
-    """The state store the settings name: Redis for SPARQLNAV_STATE_URL (checked now: StateUnavailable in one line
-    when it cannot be reached), else this process's memory."""
-    url = settings.serve.state_url
-    if url is None:
-        return LocalState()
-    from sparqlnav.faces.redis_state import RedisState
-
-    return RedisState.connect(url.get_secret_value())

@@ -85,7 +85,7 @@ def serve_command(
         parse_pairs,
     )
     from sparqlnav.faces.logs import ReadableFormatter, readable
-    from sparqlnav.faces.state import open_state
+    from sparqlnav.faces.state_choice import open_state
     from sparqlnav.faces.workers import check_workers, serve_workers
 
     settings = settings_for(timeout, llm_model, llm_timeout, llm_retries)
