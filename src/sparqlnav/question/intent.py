@@ -252,26 +252,24 @@ def _after_request(words: Sequence[str]) -> int | None:
 def _pair(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
     """"list the bands and their home cities", "what are the names and capacities of the venues": two things asked
     for side by side at the head of a request, joined by "and"."""
-    start = _after_request(words)
-    if start is None:
-        return None
-    first, end = _noun_run(words, start)
-    if not first or end >= len(words) or words[end] != "and":
-        return None
-    second, _ = _noun_run(words, end + 1)
-    return (first, second) if second else None
+    return _joined_runs(words, "and")
 
 
 def _head_of(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
     """"what is the city of the venue with …": the value asked for (city) and the things it belongs to (venue)."""
+    return _joined_runs(words, "of")
+
+
+def _joined_runs(words: Sequence[str], joiner: str) -> tuple[frozenset[int], frozenset[int]] | None:
+    """The two runs of content words at the head of a request that `joiner` joins ("X and Y", "X of Y")."""
     start = _after_request(words)
     if start is None:
         return None
-    head, end = _noun_run(words, start)
-    if not head or end >= len(words) or words[end] != "of":
+    first, end = _noun_run(words, start)
+    if not first or end >= len(words) or words[end] != joiner:
         return None
-    owner, _ = _noun_run(words, end + 1)
-    return (head, owner) if owner else None
+    second, _ = _noun_run(words, end + 1)
+    return (first, second) if second else None
 
 
 def _operations(
