@@ -28,6 +28,7 @@ from sparqlnav.feedback.view import SqlView
 from sparqlnav.graph.endpoint import Limits
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.relational import Materialised, relational_of
+from sparqlnav.graph.results import ResultTable
 from sparqlnav.llm import (
     Budget,
     BudgetExceeded,
@@ -346,7 +347,7 @@ class _Run:
     def _answer(
         self, status: Status, best: Any, text: str | None, *, error: str | None = None, reason: str | None = None
     ) -> Answer:
-        assert best is None or isinstance(best, DraftRun)
+        sparql, sql, table, extra = self._found(best)
         return finish(
             lambda m, purpose: self._chat(m, purpose),
             self.kg,
@@ -355,14 +356,20 @@ class _Run:
             question=self.question,
             strategy="build",
             status=status,
-            sparql=best.query if best is not None else None,
-            table=best.result.table if best is not None else None,
+            sparql=sparql,
+            sql=sql,
+            table=table,
             text=text,
             error=error,
             reason=reason,
             note=last_thought(self.trace) if status == "answered" else None,
-            extra={"steps": len(self.steps), "guidelines": dict(self.fired)},
+            extra={"steps": len(self.steps), "guidelines": dict(self.fired), **extra},
         )
+
+    def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
+        """The best query's SPARQL, SQL (none here), result and what the answer's extra says of the target."""
+        assert best is None or isinstance(best, DraftRun)
+        return (best.query if best is not None else None, None, best.result.table if best is not None else None, {})
 
 
 def create(llm: LLMConfig | None, **options: Any) -> Build:
@@ -440,24 +447,8 @@ class _SqlRun(_Run):
     def _opening(self) -> str:
         return self.context.with_question(self.question)
 
-    def _answer(
-        self, status: Status, best: Any, text: str | None, *, error: str | None = None, reason: str | None = None
-    ) -> Answer:
+    def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
+        """The best statement's SQL and result."""
         edit = best if isinstance(best, SqlEdit) else None
-        return finish(
-            lambda m, purpose: self._chat(m, purpose),
-            self.kg,
-            self.trace,
-            self.context,
-            question=self.question,
-            strategy="build",
-            status=status,
-            sparql=None,
-            sql=edit.run.sql if edit is not None else None,
-            table=result_table(edit.result) if edit is not None and edit.result is not None else None,
-            text=text,
-            error=error,
-            reason=reason,
-            note=last_thought(self.trace) if status == "answered" else None,
-            extra={"steps": len(self.steps), "guidelines": dict(self.fired), "target": "sql"},
-        )
+        table = result_table(edit.result) if edit is not None and edit.result is not None else None
+        return None, edit.run.sql if edit is not None else None, table, {"target": "sql"}
