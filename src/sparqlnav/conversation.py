@@ -26,6 +26,7 @@ __all__ = [
     "ConversationRefused",
     "ConversationStore",
     "Conversations",
+    "check_bounds",
     "dropped_note",
     "edit_turn",
 ]
@@ -156,6 +157,12 @@ def dropped_note(conversation: Conversation, max_turns: int, max_bytes: int) -> 
     return f"{first} dropped: a conversation keeps its latest {max_turns} turns within {max_bytes // 1024} KiB"
 
 
+def check_bounds(max_count: int, ttl_s: float, max_turns: int, max_bytes: int) -> None:
+    """Refuse bounds no conversation store can keep (every store, in the process or shared, checks the same)."""
+    if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1:
+        raise ValueError("a conversation store needs max_count, max_turns, max_bytes >= 1 and ttl_s > 0")
+
+
 class Conversations(Protocol):
     """Where a server keeps its conversations: in the process (`ConversationStore`) or in a store every worker
     shares (`faces.redis_state.RedisConversations`); both bounded in count, age, turns and bytes."""
@@ -201,8 +208,7 @@ class ConversationStore:
         max_turns: int = MAX_TURNS,
         max_bytes: int = MAX_BYTES,
     ) -> None:
-        if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1:
-            raise ValueError("a conversation store needs max_count, max_turns, max_bytes >= 1 and ttl_s > 0")
+        check_bounds(max_count, ttl_s, max_turns, max_bytes)
         self.max_count = max_count
         self.ttl_s = ttl_s
         self.max_turns = max_turns

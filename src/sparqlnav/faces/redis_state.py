@@ -16,10 +16,13 @@ import redis
 from sparqlnav.context import Turn
 from sparqlnav.conversation import (
     _MAX_ID_CHARS,
+    MAX_BYTES,
+    MAX_TURNS,
     Conversation,
     ConversationNotFound,
     ConversationRefused,
     Conversations,
+    check_bounds,
     dropped_note,
 )
 from sparqlnav.faces.state import Limiter, Slots, StateUnavailable
@@ -151,11 +154,10 @@ class RedisConversations:
         *,
         max_count: int = 1000,
         ttl_s: float = 86_400.0,
-        max_turns: int = 50,
-        max_bytes: int = 512 * 1024,
+        max_turns: int = MAX_TURNS,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
-        if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1:
-            raise ValueError("a conversation store needs max_count, max_turns, max_bytes >= 1 and ttl_s > 0")
+        check_bounds(max_count, ttl_s, max_turns, max_bytes)
         self.max_count = max_count
         self.ttl_s = ttl_s
         self.max_turns = max_turns
