@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 from enum import StrEnum
 
-# What a terminal would act on rather than show: control characters (a newline forges a log line, ESC moves the
-# cursor or clears the screen) and the bidirectional controls that reorder what follows (U+202E).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from sparqlnav.faces.output import terminal_safe
 
 
 def printable(text: str) -> str:
-    """`text` with every character a terminal would act on written as an escape (`\\n`, `\\x1b`, `\\u202e`)."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """`text` as one line a terminal shows as it is: newlines, ESC and bidi controls written as escapes."""
+    return terminal_safe(text, lines=False)
 
 
 class LogFormat(StrEnum):
