@@ -35,6 +35,7 @@ __all__ = [
 # 99 KB edit per turn made a 17.7 MB file, rewritten on every turn).
 CONVERSATION_MAX_TURNS = 50
 CONVERSATION_MAX_BYTES = 512 * 1024
+CONVERSATION_MAX_PER_CLIENT = 100  # one client's conversations (a tenth of the default count): its own oldest go first
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -82,6 +83,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "state_url"): ("SPARQLNAV_STATE_URL",),
     ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
     ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
+    ("conversations", "max_per_client"): ("SPARQLNAV_CONVERSATIONS_PER_CLIENT",),
     ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
     ("conversations", "max_turns"): ("SPARQLNAV_CONVERSATIONS_TURNS",),
     ("conversations", "max_bytes"): ("SPARQLNAV_CONVERSATIONS_BYTES",),
@@ -228,6 +230,7 @@ class ConversationSettings(_Part):
 
     keep: Literal["memory", "disk"] = "memory"
     max_count: int = Field(default=1000, ge=1)
+    max_per_client: int = Field(default=CONVERSATION_MAX_PER_CLIENT, ge=1)
     ttl_s: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # after the last use
     max_turns: int = Field(default=CONVERSATION_MAX_TURNS, ge=1)
     max_bytes: int = Field(default=CONVERSATION_MAX_BYTES, ge=1024)

@@ -30,6 +30,7 @@ from sparqlnav.graph.results import ResultTable, Term
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, Unreadable, check_query, tokens
 from sparqlnav.transport import guarded_transport
+from sparqlnav.urls import shown_url
 from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -334,7 +335,8 @@ class RemoteEndpoint:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = url
-        self.name = name or url
+        self.shown = shown_url(url)  # what messages say: never a password
+        self.name = name or self.shown
         self.limits = limits or Limits()
         self.http = http or HttpOptions()
         # A SERVICE clause may call this endpoint itself, unless its URL is private (a local store's server).
@@ -438,7 +440,7 @@ class RemoteEndpoint:
             return QueryResult(
                 sparql,
                 Outcome.UNREACHABLE,
-                message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
+                message=f"cannot reach {self.shown}: {type(exc).__name__}: {exc}".rstrip(": "),
                 endpoint=self.name,
             )
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
@@ -477,7 +479,7 @@ class RemoteEndpoint:
         try:
             if response.status_code in (429, 502, 503, 504):
                 raise Retryable(
-                    f"{self.url} answered HTTP {response.status_code}",
+                    f"{self.shown} answered HTTP {response.status_code}",
                     asked=retry_after(response.headers),
                 )
             if response.status_code >= 400:

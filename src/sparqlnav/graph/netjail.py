@@ -38,6 +38,8 @@ import time
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from sparqlnav.urls import shown_url
+
 __all__ = ["ISOLATION_UNAVAILABLE", "PEAK_MEMORY_MARK", "jail_command", "main"]
 
 ISOLATION_UNAVAILABLE = "sparqlnav: engine network isolation unavailable"
@@ -56,7 +58,7 @@ def jail_command(
     if memory_bytes:
         cmd += ["--memory", str(memory_bytes)]
     for url in allowed:
-        cmd += ["--allow", url]
+        cmd += ["--allow", shown_url(url)]  # only (host, port) counts here; a password must not show in `ps`
     return [*cmd, "--", *engine]
 
 

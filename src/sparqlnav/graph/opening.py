@@ -24,6 +24,7 @@ from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
 from sparqlnav.graph.wikidata import open_wikidata
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import PrefixMap, prefixes_in_text
+from sparqlnav.urls import shown_url
 
 REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
 
@@ -310,11 +311,11 @@ def open_remote(
             if profile.search.degraded:
                 note = f"{size}; {names.note}"
     return KnowledgeGraph(
-        name=url,
+        name=shown_url(url),
         endpoint=endpoint,
         vocab=vocab,
         prefixes=prefixes,
         names=names,
-        description=f"SPARQL endpoint {url}" + (f" ({note})" if note else ""),
+        description=f"SPARQL endpoint {shown_url(url)}" + (f" ({note})" if note else ""),
         extra={"search_note": names.note} if isinstance(names, EndpointNames) and names.note else {},
     )
