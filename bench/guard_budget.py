@@ -64,6 +64,10 @@ def wide_shapes(n: int) -> dict[str, str]:
     }
 
 
+def _quantile(values: list[int], q: float) -> int:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
 def main() -> None:
     """Print the distribution of clause counts per folder, the largest queries, and the wide shapes' counts."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -84,10 +88,9 @@ def main() -> None:
             print(f"{folder}: no queries")
             continue
         values = [c[0] for c in counts]
-        pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
         print(
-            f"{folder}: {len(values)} queries ({unreadable} unreadable); clauses median {pick(0.5)}, "
-            f"p99 {pick(0.99)}, max {values[-1]}"
+            f"{folder}: {len(values)} queries ({unreadable} unreadable); clauses median {_quantile(values, 0.5)}, "
+            f"p99 {_quantile(values, 0.99)}, max {values[-1]}"
         )
         overall += counts
     overall.sort(key=lambda c: c[0])
