@@ -42,6 +42,7 @@ class Bomb:
     def __init__(self, body: bytes, content_type: str = "application/json", encoding: str = "gzip") -> None:
         self.requests = 0
         self.sent = 0
+        self.accepted: list[str] = []  # each request's Accept-Encoding
         owner = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -51,6 +52,8 @@ class Bomb:
                     name, _, value = line.decode("latin-1").partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value)
+                    if name.strip().lower() == "accept-encoding":
+                        owner.accepted.append(value.strip())
                 self.rfile.read(length)
                 owner.requests += 1
                 head = (
@@ -151,7 +154,8 @@ def test_ordinary_encoded_replies_arrive_whole(serve: Callable[..., Bomb], encod
 def test_an_encoding_nothing_can_bound_is_refused(serve: Callable[..., Bomb]) -> None:
     server = serve(b"\x00" * 64, encoding="br")
     with httpx.Client(transport=guarded_transport()) as client, pytest.raises(httpx.DecodingError, match="'br'"):
-        client.get(server.url)
+        client.get(server.url, headers={"Accept-Encoding": "br"})
+    assert server.accepted == ["gzip, deflate"]  # what is asked for is what can be read, whatever the caller said
 
 
 def test_endpoint_results_are_capped_after_decoding(serve: Callable[..., Bomb]) -> None:

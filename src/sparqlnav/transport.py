@@ -41,6 +41,8 @@ TOO_LARGE = "the response is larger than"  # the start of a capped read's error 
 DECODE_PIECE = 64 * 1024  # the most one step of decoding makes: what a compressed body costs beyond the cap
 # zlib's window bits: a gzip header (16 + 15) or a zlib one (15); raw deflate (-15) for servers that send no header.
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# What requests say they accept: httpx would add br and zstd when their packages are installed.
+ACCEPTED_ENCODINGS = "gzip, deflate"
 
 # The connection library under each HTTP client library.
 _CORE = {"httpx": "httpcore", "httpx2": "httpcore2"}
@@ -226,7 +228,9 @@ class _DecodingTransport:
         self._inner, self._http, self._cap = inner, http, cap
 
     def handle_request(self, request: Any) -> Any:
-        """Send `request`; the response's body is decoded here, within the cap."""
+        """Send `request`, asking only for the encodings read here; the response's body is decoded here, within the
+        cap."""
+        request.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS
         response = self._inner.handle_request(request)
         codings = [c.strip().lower() for c in response.headers.get_list("content-encoding", split_commas=True)]
         codings = [c for c in codings if c not in ("", "identity")]
