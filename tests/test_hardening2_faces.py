@@ -488,7 +488,8 @@ def test_redirects_are_followed_within_the_endpoints_host_only(serve_http: Any) 
         refused = away.query("SELECT ?v WHERE { ?s ?p ?v }")
     assert refused.outcome is Outcome.UNREACHABLE and "\n" not in refused.message
     assert refused.message == (
-        "the endpoint redirected to another host (127.0.0.2); only redirects within 127.0.0.1 are followed"
+        f"the endpoint redirected to another origin ({canary.url}); only redirects within {endpoint.url} are "
+        "followed (SPARQLNAV_ALLOWED_REDIRECTS allows others)"
     )
     assert canary.seen == []
     with RemoteEndpoint(endpoint.url + "/old", http=HttpOptions(retries=0)) as moved:

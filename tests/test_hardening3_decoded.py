@@ -18,6 +18,7 @@ import pytest
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, RemoteEndpoint
 from sparqlnav.graph.wikidata import MAX_RESPONSE_BYTES, WikidataNames
 from sparqlnav.llm import CallRecord, LLMClient, LLMConfig, LLMError, Message
+from sparqlnav.retrieval.embed import MAX_EMBED_REPLY_BYTES, EmbedderUnavailable, OpenAIEmbedder
 from sparqlnav.transport import DECODE_PIECE, guarded_transport
 from test_llm_waits import COMPLETION
 
@@ -179,3 +180,17 @@ def test_the_wikibase_name_service_is_capped_after_decoding(serve: Callable[...,
     finally:
         names.close()
     assert _rss_peak_mb() - before < 64
+
+
+def test_the_embedding_client_is_capped_after_decoding(serve: Callable[..., Bomb]) -> None:
+    # 64 MiB decoded at most per reply (MAX_EMBED_REPLY_BYTES), where 256 MiB were offered.
+    server = serve(_compressed(b'{"object": "list", "data": [{"x": "', 31))
+    embedder = OpenAIEmbedder("m", base_url=server.url + "/v1", api_key="k")
+    before = _rss_peak_mb()
+    try:
+        with pytest.raises(EmbedderUnavailable, match="embedding server failed"):
+            embedder.embed(["a text"])
+    finally:
+        embedder.close()
+    assert 1 <= server.requests <= 3  # the SDK's own retries, each cut at the cap
+    assert _rss_peak_mb() - before < MAX_EMBED_REPLY_BYTES / 1024 / 1024 + 64

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
+from sparqlnav.graph.endpoint import USER_AGENT, HttpOptions, Limits, as_mapping
 from sparqlnav.llm import LLMConfig, load_prices
+from sparqlnav.redirects import origin
 
 __all__ = [
     "VARIABLES",
@@ -50,6 +51,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
     ("remote", "headers"): ("SPARQLNAV_HEADERS",),
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),
+    ("remote", "allowed_redirects"): ("SPARQLNAV_ALLOWED_REDIRECTS",),
     ("remote", "name_index_max_triples"): ("SPARQLNAV_NAME_INDEX_MAX_TRIPLES",),
     ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
     ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
@@ -130,6 +132,8 @@ class RemoteSettings(_Part):
     user_agent: str = USER_AGENT
     headers: dict[str, str] = Field(default_factory=dict)
     allowed_services: tuple[str, ...] = ()
+    # Origins (scheme://host[:port]) an endpoint's redirect may lead to besides its own; never from https to http.
+    allowed_redirects: tuple[str, ...] = ()
     # Endpoints up to this size get their names downloaded into a local index; larger ones are searched in place.
     name_index_max_triples: int = Field(default=5_000_000, ge=0)
 
@@ -148,6 +152,19 @@ class RemoteSettings(_Part):
     @classmethod
     def _services(cls, value: Any) -> Any:
         return _words(value)
+
+    @field_validator("allowed_redirects", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        for url in _words(value) or ():
+            origin(url)  # ValueError: the message names the entry that is no origin
+        return _words(value)
+
+    def http(self) -> HttpOptions:
+        """How a remote endpoint is called: user agent, headers and the redirects it may follow."""
+        return HttpOptions(
+            user_agent=self.user_agent, headers=dict(self.headers), allowed_redirects=self.allowed_redirects
+        )
 
 
 class WikidataSettings(_Part):

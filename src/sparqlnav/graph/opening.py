@@ -231,7 +231,7 @@ def _remote_endpoint(url: str, settings: Settings) -> tuple[RemoteEndpoint, Wiki
     endpoint = RemoteEndpoint(
         url,
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        http=settings.remote.http(),
         allowed_services=settings.remote.allowed_services,  # nothing outside unless the user allows it
     )
     probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import httpx
 
-from sparqlnav.graph.endpoint import HttpOptions, RemoteEndpoint
+from sparqlnav.graph.endpoint import RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph, wikidata_prefixes
 from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary, Wikibase
@@ -156,7 +156,7 @@ def open_wikidata(settings: Settings) -> KnowledgeGraph:
         settings.wikidata.sparql,
         name="wikidata",
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        http=settings.remote.http(),
         allowed_services=settings.remote.allowed_services,
     )
     names = WikidataNames(settings.wikidata.api, user_agent=settings.remote.user_agent)

@@ -23,7 +23,7 @@ from sparqlnav.feedback.catalogue import Guideline, render_guidelines
 from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import StepContext
 from sparqlnav.feedback.memory import Memory
-from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.graph.endpoint import Endpoint, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
@@ -616,8 +616,7 @@ class _Run:
     def _remote(self, url: str, ctx: KGIndex) -> Endpoint:
         settings = self.strategy._settings()
         # Federated examples name their SERVICE endpoints: those may be called from the target too.
-        return RemoteEndpoint(url, limits=settings.limits,
-                              http=HttpOptions(user_agent=settings.remote.user_agent, headers=dict(settings.remote.headers)),
+        return RemoteEndpoint(url, limits=settings.limits, http=settings.remote.http(),
                               allowed_services=[*settings.remote.allowed_services, *ctx.endpoints])
 
     def execute(self, ctx: KGIndex, attempt: Attempt) -> QueryResult:
