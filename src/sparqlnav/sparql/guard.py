@@ -2,7 +2,7 @@
 the engine would crash on, and nothing sparqlnav cannot read.
 
 It reads a query twice. Tokens (strings, IRIs and comments set apart) serve the checks any text gets: update
-keywords, bracket depth, flat chains. The parser (`sparql.parser`) must then read the query completely, or it does
+keywords and bracket depth. The parser (`sparql.parser`) must then read the query completely, or it does
 not run (the guard fails closed): the SERVICE endpoints the allow-list sees are the ones the parser resolved, with
 their \\u escapes decoded and their prefixes and BASE applied, and they are compared as unescaped, normalised URLs.
 For the local Oxigraph engine every query must parse, its names read exactly as Oxigraph reads them. A remote engine
