@@ -118,8 +118,8 @@ def test_an_llm_reply_is_capped_after_decoding(serve: Callable[..., Bomb], llm_b
          "max_response_bytes": CAP}
     )  # fmt: skip
     records: list[CallRecord] = []
-    before = _rss_peak_mb()
     with LLMClient(config) as client, pytest.raises(LLMError) as info:
+        before = _rss_peak_mb()  # the client made (and the SDK imported) first
         client.chat([Message.user("Say hello.")], record=records.append)
     assert str(info.value).endswith(f"the response is larger than {CAP:,} bytes once decoded"), str(info.value)
     assert server.requests == 1 and [r.outcome for r in records] == ["unparseable"]  # not asked again
@@ -161,8 +161,8 @@ def test_an_encoding_nothing_can_bound_is_refused(serve: Callable[..., Bomb]) ->
 
 def test_endpoint_results_are_capped_after_decoding(serve: Callable[..., Bomb]) -> None:
     server = serve(_compressed(RESULTS_OPENING, 31), content_type="application/sparql-results+json")
-    before = _rss_peak_mb()
     with RemoteEndpoint(server.url + "/sparql", limits=Limits(max_bytes=CAP), http=HttpOptions(retries=0)) as ep:
+        before = _rss_peak_mb()
         result = ep.query("SELECT ?v WHERE { ?s ?p ?v }")
     assert result.outcome is Outcome.CUT and result.table is not None and result.table.truncated, result.describe()
     assert server.requests == 1
