@@ -100,8 +100,9 @@ class Handover:
             lines.append(self.rows)
             # Rows were returned: the query ran; what is wrong is what the reason says, not that it "failed".
             lines.append("Use what is right in it and change what the reason above points at.")
-        else:
+        elif self.sparql:
             lines.append("Use what is right in it; do not repeat what failed.")
+        # No query shown: there is nothing to reuse (relay players were told to "use what is right in it").
         return "\n".join(lines)
 
 

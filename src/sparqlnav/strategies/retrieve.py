@@ -495,7 +495,13 @@ class _Run:
         endpoint_lines = self._endpoints_text(ctx, endpoints)
         # Rules and sections about examples and other endpoints only when there are some: relay runs without
         # examples sent "(no examples)" and the rule to follow them in every request.
+        # What the prompt says it rests on is what it carries: with no example retrieved, relay players were told
+        # to use "the examples" that never came (issue 37).
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
+            sources="reference examples and schema information retrieved for this question" if example_texts
+            else "the schema information below, computed from the graph",
+            where_terms="the examples or in the schema below" if example_texts else "the schema below",
+            prefix_users="the examples and the schema" if example_texts else "the schema",
             endpoints=endpoint_lines,
             follow_examples=prompt_text("rule_follow_examples.md") if example_texts else "",
             federation=prompt_text("rule_federation.md") if "\n" in endpoint_lines else "",
