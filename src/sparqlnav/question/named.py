@@ -229,11 +229,14 @@ def _looks_like_a_name(mention: Mention) -> bool:
 
 
 def _forms(text: str, languages: Iterable[str]) -> list[Term]:
-    """The literals a name may be stored as: as written and title-cased, plain and in the graph's languages."""
+    """The literals a name may be stored as: as written and title-cased, plain and in the graph's languages, and
+    plain with a space after or before it (text exported from a fixed-width column: "Lyon ")."""
     out: list[Term] = []
     for written in dict.fromkeys([text, text.title()]):
         for lang in dict.fromkeys(["", *languages]):
             out.append(Term.literal(written, lang=lang or None))
+    for written in dict.fromkeys([text, text.title()]):
+        out += [Term.literal(written + " "), Term.literal(" " + written)]
     return out
 
 
@@ -276,7 +279,9 @@ def _line(name: Named, prefixes: PrefixMap) -> str:
     parts = [_thing(t, prefixes) for t in name.things]
     text = ", or ".join(parts)
     if name.values:
-        stored = f'the text "{name.value_text}" as ' + ", ".join(_use(u, prefixes) for u in name.values[:2])
+        spaced = name.value_text != name.value_text.strip()
+        written = f'the text "{name.value_text}"' + (" (stored with spaces around it: match it exactly)" if spaced else "")
+        stored = f"{written} as " + ", ".join(_use(u, prefixes) for u in name.values[:2])
         text = f"{text}; also {stored}" if text else f"no thing by this name; {stored}"
     return head + text
 
