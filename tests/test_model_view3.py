@@ -7,15 +7,22 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from scripted_llm import Reply, ScriptedLLM
+import pytest
+
+from scripted_llm import Call, Reply, ScriptedLLM
+from sparqlnav.answer import run_question
 from sparqlnav.context import Handover
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.llm import LLMConfig
+from sparqlnav.question.intent import analyse
+from sparqlnav.question.words import tokenize
 from sparqlnav.retrieval.kg_index import kg_schema
 from sparqlnav.retrieval.local import LocalIndex
 from sparqlnav.retrieval.records import shape_docs
 from sparqlnav.settings import Settings
+from sparqlnav.strategies import auto, explore, lexical
+from sparqlnav.strategies.check import AnswerCheck
 from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.trace import Trace
 
@@ -86,3 +93,60 @@ def test_schema_view_prefixes_numbers_spaces_and_newlines(
     # the town stored with a trailing space is found and said (before: "Lyon": not found)
     assert '- "Lyon": no thing by this name; the text "Lyon " (stored with spaces around it: match it exactly) as ' \
         "performance:city of 6 performance:Show" in prompt
+
+
+# ---------------------------------------------------------------- reasons that help (issue 37)
+
+
+@pytest.mark.parametrize(("question", "reading"), [
+    ("Which players scored more than one goal?", "a comparison with 1, no operation"),
+    ("Which cars do more than 15 kilometres per litre?", "a comparison, and 'per' is part of a unit"),
+    ("How many goals were scored in total?", "a count, not a sum"),
+    ("What is the average salary per department?", "a real grouping"),
+])
+def test_the_question_is_read_as_people_mean_it(question: str, reading: str) -> None:
+    intent = analyse(tokenize(question))
+    kinds = [(o.kind, o.word) for o in intent.operations]
+    if reading.startswith("a comparison"):
+        assert kinds == [] and intent.comparisons and intent.comparisons[0].op == ">", kinds
+        assert intent.comparisons[0].value == (1.0 if "one" in question else 15.0)
+    elif reading == "a count, not a sum":
+        assert intent.answer == "count" and intent.aggregate is None  # before: aggregate SUM
+    else:
+        assert kinds == [("grouping", "per")] and intent.aggregate == "AVG"
+
+
+def test_a_handover_names_what_the_query_does_not_do_in_words(
+    scripted_llm: ScriptedLLM, ck25: KnowledgeGraph, settings: Settings
+) -> None:
+    question = "Which products are not in the category Sensor?"
+    scripted_llm.script([Reply("Giving up.", [Call("give_up", {"reason": "cannot tell"})])])
+    llm = config(scripted_llm)
+    cascade = auto.Auto(lexical.create(), explore.create(llm, max_total_actions=4), None, settings.cascade,
+                        check=AnswerCheck(llm))
+    with cascade:
+        run_question(cascade, question, ck25, Trace())
+    handed = "\n".join(str(m["content"]) for m in scripted_llm.requests[0]["messages"] if m["role"] == "user")
+    assert 'the question asks for what its query does not do: a negation ("not")' in handed, handed
+    assert "negation: not" not in handed  # before: the code, which players read as an instruction
+
+
+def test_presentation_words_are_not_named_as_left_out(ck25: KnowledgeGraph) -> None:
+    question = "Return the names of the products in the category Sensor in descending order of price, please."
+    answer = lexical.create().run(question, ck25, Trace())
+    left = set(answer.extra["explained"]["unexplained"]) | set(answer.extra["explained"]["unmatched"])
+    assert not left & {"Return", "descending", "order"}, left
+    counted = lexical.create().run("How many products are in the category Sensor in total?", ck25, Trace())
+    assert "total" not in counted.extra["explained"]["unmatched"]  # before: "nothing in the graph matches 'total'"
+    assert not counted.extra["explained"]["unsupported"]  # before: "aggregate: SUM" on a count
+
+
+def test_every_unsupported_code_reads_as_words() -> None:
+    from sparqlnav.strategies.check import unsupported_in_words
+
+    codes = ["count", "yes/no", "not a yes/no question", "superlative", "superlative: by an attribute no word names",
+             "numeric condition", "answer type: no person among the answers",
+             "answer type: values where things were asked", "aggregate: AVG", "negation: without", "grouping: per"]
+    for code in codes:
+        said = unsupported_in_words(code)
+        assert said != code and ":" not in said, (code, said)
