@@ -16,6 +16,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.llm import LLMConfig
 from sparqlnav.question.intent import analyse
+from sparqlnav.question.named import named_things
 from sparqlnav.question.words import tokenize
 from sparqlnav.retrieval.kg_index import kg_schema
 from sparqlnav.retrieval.local import LocalIndex
@@ -27,6 +28,7 @@ from sparqlnav.strategies.retrieve import create as create_retrieve
 from sparqlnav.trace import Trace
 
 PV = "http://ld.company.org/prod-vocab/"
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 
 
 def config(server: ScriptedLLM) -> LLMConfig:
@@ -150,3 +152,29 @@ def test_every_unsupported_code_reads_as_words() -> None:
     for code in codes:
         said = unsupported_in_words(code)
         assert said != code and ":" not in said, (code, said)
+
+
+# ---------------------------------------------------------------- what the question names (issue 37)
+
+EX = "http://example.org/town#"
+TOWNS_TTL = "\n".join([
+    *(f'<{EX}o{i}> a <{EX}Owner> ; <{RDFS_LABEL}> "owner id {i}" .' for i in range(1, 4)),
+    f'<{EX}shop1> a <{EX}Shop> ; <{RDFS_LABEL}> "Corner Store" ; <{EX}owner> <{EX}o1> ; <{EX}town> "Lyon" .',
+    f'<{EX}shop2> a <{EX}Shop> ; <{RDFS_LABEL}> "Big Market" ; <{EX}owner> <{EX}o2> ; <{EX}town> "Paris" .',
+])
+
+
+def test_names_are_names(tmp_path: Path, settings: Settings) -> None:
+    path = tmp_path / "towns.ttl"
+    path.write_text(TOWNS_TTL, encoding="utf-8")
+    with open_kg(str(path), settings) as kg:
+        column = named_things(kg, "What is the owner id of the shop Corner Store?")
+        quoted = named_things(kg, "Which shops are in the Town 'Lyon'?")
+        pair = named_things(kg, "Which shops are in Lyon and Paris?")
+    # before: "owner id" → the three owners labelled "owner id N", shown as identifiers to use as they are
+    assert [n.mention for n in column.names] == ["Corner Store"]
+    # before: `Town 'Lyon` → not found; now the quoted name, found as the stored text
+    assert ("Lyon", "Lyon") in [(n.mention, n.value_text) for n in quoted.names]
+    assert not any("'" in n.mention for n in quoted.names), quoted.names
+    # before: "Lyon and Paris" looked up as one name (not found)
+    assert [(n.mention, n.value_text) for n in pair.names] == [("Lyon", "Lyon"), ("Paris", "Paris")]
