@@ -57,6 +57,8 @@ def test_a_handover_without_a_query_says_nothing_of_reusing_it() -> None:
     text = bare.to_prompt()
     assert "Use what is right in it" not in text  # before: "Use what is right in it; do not repeat what failed."
     assert text == "An earlier attempt (lexical) was not trusted: its answer was of another type than the question asks for."
+    verdict = Handover(strategy="lexical", reason="a model said it does not answer the question: it counts rows.")
+    assert verdict.to_prompt().endswith("it counts rows.")  # before: "it counts rows.." (the check's own stop)
     with_query = Handover(strategy="lexical", reason="no rows", sparql="SELECT ?x WHERE { ?x a <urn:C> }")
     assert with_query.to_prompt().endswith("Use what is right in it; do not repeat what failed.")
 

@@ -86,7 +86,8 @@ class Handover:
 
     def to_prompt(self) -> str:
         """The handover as a block of text for a prompt."""
-        lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason}."]
+        # The reason may be a model's sentence with its own full stop: one stop, not "..".
+        lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason.rstrip().rstrip('.')}."]
         if self.entities:
             # Not "It linked": relay players took a distrusted query's links (an icon for "manager", the department
             # Production for "product") as found facts.
