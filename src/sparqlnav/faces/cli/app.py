@@ -4,13 +4,14 @@ shown as one line."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from sparqlnav.faces.cli import asking, data, evaluation, lookup, serving
 from sparqlnav.faces.cli.common import CliError, err, one_line
 from sparqlnav.settings import ConfigError, Settings
+from sparqlnav.version import __version__
 
 app = typer.Typer(
     name="sparqlnav",
@@ -19,6 +20,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparqlnav {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Ask knowledge graphs questions in plain language; look things up; write, check and run SPARQL."""
+
 
 # The table of contents: looking, asking, measuring, serving, then data and indexes.
 app.command()(lookup.sparql)
