@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
@@ -126,7 +127,21 @@ def open_database(database: Database, settings: Settings, *, reporter: Reporter 
         prefixes=built.prefixes, description=built.description,
     )
     kg.extra[RELATIONAL] = built  # the database and its tables, for what works in SQL (the build strategy's target)
+    _warn_of_rights(database)
     return kg
+
+
+def _warn_of_rights(database: Database) -> None:
+    """Say (as a logged warning, on stderr where nothing else logs) when a PostgreSQL role has more rights than
+    reading needs: the statement check would then be the only barrier."""
+    from sparqlnav.sql.executor import SqlError, role_warning
+
+    try:
+        said = role_warning(database)
+    except SqlError:
+        return  # the connection itself failing is reported where SQL runs
+    if said:
+        logging.getLogger("sparqlnav.sql").warning("warning: %s", said)
 
 
 def _serve_store(

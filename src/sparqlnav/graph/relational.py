@@ -193,6 +193,9 @@ class SqliteReader:
         names = [name for name, _ in listed if name not in virtual and not name.startswith(tuple(v + "_" for v in virtual))]
         info = {name: self.con.execute("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", (name,)).fetchall()
                 for name in names}
+        # table_xinfo also lists generated columns, which table_info (and so the mapping) leaves out
+        every = {name: self.con.execute("SELECT count(*) FROM pragma_table_xinfo(?)", (name,)).fetchone()[0]
+                 for name in names}
         out = []
         for name in names:
             columns = tuple(Column(c, t or "") for c, t, _ in info[name])
@@ -214,7 +217,7 @@ class SqliteReader:
                 if any(to is None for to in referenced):
                     continue
                 foreign.append(ForeignKey(tuple(frm for _, frm, _ in pairs), target, tuple(str(to) for to in referenced)))
-            out.append(Table(name, columns, key, tuple(foreign)))
+            out.append(Table(name, columns, key, tuple(foreign), hidden=every[name] > len(columns)))
         return out
 
     def fingerprint(self, tables: list[Table]) -> str:

@@ -195,6 +195,9 @@ class SqlDraft:
     order: SqlOrdering | None = None
     limit: int | None = None
     answer: tuple[Selectable, ...] = ()
+    # each table's stored columns: a draft that lists no column selects these, not `*`, which also reads generated
+    # columns (a virtual `zeroblob(200000000)` column filled 1.5 GB of memory, issue 39)
+    columns_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def tables(self) -> tuple[TableRef, ...]:
@@ -256,7 +259,13 @@ class SqlDraft:
             listed = ", ".join(s.sql() + (f" AS {quote_name(s.name)}" if not isinstance(s, ColumnRef) else "")
                                for s in chosen)
         else:
-            listed = "*" if not self.joins else ", ".join(f"{quote_name(t.alias)}.*" for t in self.tables)
+            known = dict(self.columns_of)
+            if not self.joins and not known.get(self.base.table):
+                listed = "*"
+            else:
+                listed = ", ".join(
+                    ", ".join(f"{quote_name(t.alias)}.{quote_name(c)}" for c in known[t.table]) if known.get(t.table)
+                    else f"{quote_name(t.alias)}.*" for t in self.tables)
         lines = [f"SELECT {listed}", f"FROM {self.base.sql()}"]
         for j in self.joins:
             lines.append(f"JOIN {j.ref.sql()} ON {j.left.sql()} = {j.right.sql()}")

@@ -71,7 +71,9 @@ class SqlBuilder:
         self.tables = {t.name: t for t in tables}
         self.trace = trace
         self.caps = caps
-        self.draft = SqlDraft()
+        # a table with generated columns is previewed by its stored ones: `SELECT *` computes the others (issue 39)
+        self.draft = SqlDraft(columns_of=tuple((t.name, tuple(c.name for c in t.columns))
+                                               for t in self.tables.values() if t.hidden))
         self.last: SqlEdit | None = None  # the latest kept run
         self._kept: list[tuple[SqlDraft, SqlEdit | None, str]] = []  # before each kept edit: draft, run, what
         self.finished = False
