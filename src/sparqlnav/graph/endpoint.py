@@ -332,8 +332,10 @@ class RemoteEndpoint:
         allowed_services: Iterable[str] = (),
         allow_self: bool = True,
         sleep: Callable[[float], None] = time.sleep,
+        unix_socket: str | None = None,
     ) -> None:
         self.url = url
+        self.unix_socket = unix_socket  # a local engine's only way in; the URL then names it (Host, paths)
         self.shown = shown_url(url)  # what messages say: never a password
         self.name = name or self.shown
         self.limits = limits or Limits()
@@ -348,10 +350,13 @@ class RemoteEndpoint:
         # A private engine speaks plain HTTP on loopback: a TLS context that trusts nothing lets no TLS connection
         # through and spares loading the CA bundle (60-90 ms, a tenth of a CLI call).
         tls: dict[str, Any] = {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)} if self._private else {}
+        if unix_socket:
+            tls["uds"] = unix_socket
         self._client = httpx.Client(
             headers={"User-Agent": self.http.user_agent, **self.http.headers},
             follow_redirects=True,
-            transport=guarded_transport(**tls),  # a cancelled run stops waiting for its query at once
+            # a cancelled run stops waiting for its query at once
+            transport=guarded_transport(**tls),
             # Each redirect's request too: within the endpoint's origin, or to one allowed. Another may be anywhere,
             # this machine or its network included, and would get the endpoint's headers (SPARQLNAV_HEADERS).
             event_hooks={"request": [OriginGuard(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from sparqlnav.folders import make_private
 from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex, Names
@@ -38,6 +39,7 @@ def demo_path() -> Path:
 def open_kg(spec: str, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
     """Resolve a `--kg` value into an open knowledge graph."""
     spec = spec.strip()
+    make_private(settings.paths.home)  # what is built there from the graph is its owner's alone (issue 39)
     if spec in ("", "demo"):
         return open_local(demo_path(), settings, name="demo", reporter=reporter)
     if spec == "wikidata":
