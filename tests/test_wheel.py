@@ -18,7 +18,7 @@ from sparqlnav.version import __version__
 from test_hardening_runs import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a fresh venv: pip installs every locked package
 
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
