@@ -53,6 +53,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),
     ("remote", "allowed_redirects"): ("SPARQLNAV_ALLOWED_REDIRECTS",),
     ("remote", "name_index_max_triples"): ("SPARQLNAV_NAME_INDEX_MAX_TRIPLES",),
+    ("databases", "copy_max_rows"): ("SPARQLNAV_DB_COPY_MAX_ROWS",),
     ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
     ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
     ("llm", "base_url"): ("OPENAI_BASE_URL",),
@@ -124,6 +125,14 @@ class PathSettings(_Part):
     def stores_dir(self) -> Path:
         """Where local RDF files are kept as Oxigraph stores."""
         return self.home / "stores"
+
+
+class DatabaseSettings(_Part):
+    """How relational databases are answered: in SQL where they live; copied into a graph only for SPARQL."""
+
+    # Rows (all tables, the catalogue's counts) up to which a database is copied into a graph store when a SPARQL
+    # strategy asks for it (the copy runs at about 4,000 rows a second); above it the copy is refused in one line.
+    copy_max_rows: int = Field(default=100_000, ge=0)
 
 
 class RemoteSettings(_Part):
@@ -347,6 +356,7 @@ class Settings(BaseSettings):
     paths: PathSettings
     limits: Limits = Field(default_factory=Limits)
     remote: RemoteSettings = Field(default_factory=RemoteSettings)
+    databases: DatabaseSettings = Field(default_factory=DatabaseSettings)
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
     llm: LLMConfig | None = None  # None: no LLM configured (a normal state; `lexical` needs none)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

@@ -107,6 +107,11 @@ class Build:
 
     name = "build"
 
+    @property
+    def in_sql(self) -> bool:
+        """Whether a database is answered in SQL (no graph copy is made for it): the SQL target, or auto's."""
+        return self.options.target in ("sql", "auto")
+
     def __init__(
         self,
         llm: LLMConfig,
