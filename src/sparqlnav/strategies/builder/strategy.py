@@ -279,7 +279,7 @@ class _Run:
         self.trace.emit("observation", text=text, step=n, **self._query_now())
         fired = before + after
         self._emit_feedback(fired, n)
-        full = f"{text}\n\n{render_guidelines(fired)}" if fired else text
+        full = (f"{text}\n\n{render_guidelines(fired)}" if fired else text) + self._steps_left(n)
         ok = observation.ok if observation is not None else False
         self.memory.record(
             Record(call.name if call else "", dict(call.arguments) if call else {}, ok=ok),
@@ -287,6 +287,10 @@ class _Run:
         )
         self.steps.append(BuildStep(reply.text, call, full))
         return b.finished
+
+    def _steps_left(self, step: int) -> str:
+        """What the observation of step `step` says of the steps left (nothing here; the SQL run counts down)."""
+        return ""
 
     def _emit_feedback(self, fired: list[Guideline], step: int) -> None:
         for g in fired:
@@ -386,6 +390,9 @@ def create(llm: LLMConfig | None, **options: Any) -> Build:
     return Build(llm, knobs, **{k: v for k, v in options.items() if k in extra})
 
 
+STEPS_WARNED = 3  # the SQL run's last steps, counted down in its observations
+
+
 class _SqlRun(_Run):
     """One question's SELECT, built on the database the graph was opened from (queryagent.txt §5)."""
 
@@ -434,6 +441,7 @@ class _SqlRun(_Run):
         if view is None or not isinstance(edit, SqlEdit):
             return
         view.run, view.base_rows, view.compared, view.answer = edit.run, edit.base_rows, edit.compared, edit.answer
+        view.shared = edit.shared
 
     def _query_now(self) -> dict[str, str | None]:
         return {"sql": self.sql_builder.draft.render() or None}
@@ -442,7 +450,15 @@ class _SqlRun(_Run):
         b = self.sql_builder
         tables = b.get_tables().text.split("\n", 1)[-1]
         database = f"{self.relational.database.kind}: {self.kg.name}"
-        return Template(prompt_text("build_sql_policy.md")).safe_substitute(database=database, tables=tables)
+        return Template(prompt_text("build_sql_policy.md")).safe_substitute(database=database, tables=tables,
+                                                                             steps=self.o.max_steps)
+
+    def _steps_left(self, step: int) -> str:
+        """The last steps are counted down: when they run out, the query as it stands is the answer."""
+        left = self.o.max_steps - step
+        if left > STEPS_WARNED or left <= 0:
+            return ""
+        return f"\n\n{left} step(s) left: the query as it stands when they run out is the answer."
 
     def _opening(self) -> str:
         return self.context.with_question(self.question)
