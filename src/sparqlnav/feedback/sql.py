@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sparqlnav.feedback.view import SqlView
 from sparqlnav.question.wording import Asked
 from sparqlnav.question.words import tokenize, word_similarity
-from sparqlnav.sql.draft import ColumnRef, SqlAggregate
+from sparqlnav.sql.draft import ColumnRef
 
 if TYPE_CHECKING:
     from sparqlnav.feedback.eraser import FeedbackOptions, StepContext
@@ -114,10 +114,9 @@ def sql_aggregation_missing(ctx: StepContext, opts: FeedbackOptions) -> Details 
     draft = view.draft
     if "count" in view.wanted and _stored_number(view):
         return None  # "how many beds does the ward have": the number is stored, not counted
-    # A HAVING on an aggregate counts (COUNT(*) >= 2); an order, with a limit or without (ties kept on purpose),
-    # picks the largest or the smallest whichever way it runs ("the rarest" may be read either way).
+    # An order, with a limit or without (ties kept on purpose), picks the largest or the smallest whichever way it
+    # runs ("the rarest" may be read either way). "At least two" (a HAVING) is no extreme: see wanted_aggregations.
     functions = {a.function for a in draft.aggregates}
-    functions |= {c.left.function for c in draft.conditions if isinstance(c.left, SqlAggregate)}
     for want in view.wanted:
         if want in functions or (want in ("max", "min") and draft.order is not None):
             return None
