@@ -201,3 +201,24 @@ def test_the_answer_writer_is_told_of_a_note_only_when_one_comes(
     system, user = (m["content"] for m in scripted_llm.requests[-1]["messages"])
     assert " ".join(prompt_text("explore_answer_note.md").split()) in " ".join(system.split())
     assert "The query's author noted: Reading 'countries'" in user
+
+
+def test_a_tie_on_an_order_key_left_out_of_the_answer_reaches_the_writer(
+    scripted_llm: ScriptedLLM, world: KnowledgeGraph
+) -> None:
+    script = [
+        act("add_table", table="languages"),
+        act("add_group", column="languages.language"),
+        act("add_aggregate", function="count"),
+        act("set_order", by="count_rows", direction="desc", limit=1),
+        act("set_answer_columns", columns=["languages.language"]),  # the count dropped
+        act("execute"),
+        Reply(text="French and German, each spoken in three countries."),
+    ]
+    answer = ask(scripted_llm, world, "Which language is spoken in the most countries?", script)
+    assert len(cells(answer)) == 1  # the limit keeps one of the two
+    said = ("The rows are ordered by count_rows, which the answer does not return: 2 rows share its largest value, "
+            "3, so they tie; the limit of 1 returns 1 of them.")
+    assert said in observed(answer)[-1]
+    system, user = (m["content"] for m in scripted_llm.requests[-1]["messages"])
+    assert f"The query's author noted: {said}" in user and "they tie" in system

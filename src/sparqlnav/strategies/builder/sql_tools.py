@@ -76,6 +76,7 @@ class SqlBuilder:
         self.last: SqlEdit | None = None  # the latest kept run
         self._kept: list[tuple[SqlDraft, SqlEdit | None, str]] = []  # before each kept edit: draft, run, what
         self.finished = False
+        self.tie: str | None = None  # at execute: rows tied on an order key the answer does not return
         self._counts: dict[str, int | None] = {}
 
     @property
@@ -525,7 +526,28 @@ class SqlBuilder:
             return Observation(self._run_text(edit) + "\nNot finished: the query must return the answer.", edit,
                                ok=False)
         self.last, self.finished = edit, True
-        return Observation(self._run_text(edit) + "\nDone: this query is the final answer.", edit)
+        self.tie = self._tie()
+        said = f"\n{self.tie}" if self.tie else ""
+        return Observation(self._run_text(edit) + said + "\nDone: this query is the final answer.", edit)
+
+    def _tie(self) -> str | None:
+        """When the rows are ordered by a key the answer does not return: how many rows share the first key's value,
+        and how many of them the limit kept (the answer writer's rule on ties needs it; it sees only the answer)."""
+        d = self.draft
+        if d.order is None or not d.answer or d.order.key in d.answer:
+            return None
+        probe = d.with_answer((*d.answer, d.order.key), d.distinct).with_order(d.order, None)
+        result, _ = self.run_sql(probe.render(), purpose="ties")
+        if result is None or not result.rows or result.truncated:
+            return None
+        first = result.rows[0][-1]
+        tied = sum(1 for row in result.rows if row[-1] == first)
+        if tied < 2:
+            return None
+        kept = min(tied, d.limit) if d.limit is not None else tied
+        cut = f"; the limit of {d.limit} returns {kept} of them" if kept < tied else ""
+        return (f"The rows are ordered by {d.order.key.shown}, which the answer does not return: {tied} rows share "
+                f"its {'largest' if d.order.descending else 'smallest'} value, {_shown(first)}, so they tie{cut}.")
 
     def undo(self) -> Observation:
         """Take back the last kept edit: the query is as it was before it."""

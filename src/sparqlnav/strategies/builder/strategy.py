@@ -366,9 +366,13 @@ class _Run:
             text=text,
             error=error,
             reason=reason,
-            note=last_thought(self.trace) if status == "answered" else None,
+            note=self._note() if status == "answered" else None,
             extra={"steps": len(self.steps), "guidelines": dict(self.fired), **extra},
         )
+
+    def _note(self) -> str | None:
+        """What the answer writer is told beside the result: the agent's last thought."""
+        return last_thought(self.trace)
 
     def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
         """The best query's SPARQL, SQL (none here), result and what the answer's extra says of the target."""
@@ -462,6 +466,12 @@ class _SqlRun(_Run):
 
     def _opening(self) -> str:
         return self.context.with_question(self.question)
+
+    def _note(self) -> str | None:
+        """The agent's last thought, and a tie on an order key the answer does not return (the writer sees only the
+        answer's columns, so it could not report the tie its rule asks for)."""
+        said = [t for t in (last_thought(self.trace), self.sql_builder.tie) if t]
+        return "\n".join(said) or None
 
     def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
         """The best statement's SQL and result."""
