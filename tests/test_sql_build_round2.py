@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from postgres import Postgres
 from scripted_llm import Reply, ScriptedLLM
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
@@ -222,3 +224,44 @@ def test_a_tie_on_an_order_key_left_out_of_the_answer_reaches_the_writer(
     assert said in observed(answer)[-1]
     system, user = (m["content"] for m in scripted_llm.requests[-1]["messages"])
     assert f"The query's author noted: {said}" in user and "they tie" in system
+
+
+@pytest.mark.slow
+def test_the_new_probes_over_postgresql(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    """Values stored with spaces, a join sharing no value, an anti-join's condition and a tie, as PostgreSQL runs them."""
+    pytest.importorskip("psycopg", reason="no psycopg (pip install -e '.[dev]')")
+    import psycopg
+
+    with Postgres() as server:
+        with psycopg.connect(server.url(), autocommit=True) as con:
+            con.execute("CREATE DATABASE world")
+        with psycopg.connect(server.url("world"), autocommit=True) as con:
+            con.execute(WORLD)  # type: ignore[call-overload]  # a literal script, several statements
+        with open_kg(server.url("world"), Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})) as kg:
+            script = [
+                act("get_values", column="visits.country_code"),
+                act("add_table", table="countries"),
+                act("add_join", to_column="visits.country_code", from_column="countries.code"),
+                act("add_join", to_column="languages", keep="unmatched"),
+                act("add_condition", column="languages.language", op="=", value="French"),
+                act("set_answer_columns", columns=["countries.name"]),
+                act("execute"),
+                Reply(text="Germany and Portugal."),
+            ]
+            answer = ask(scripted_llm, kg, "Which countries do not speak French?", script)
+            texts = observed(answer)
+            assert "3 value(s) are stored with spaces before or after them" in texts[0]
+            assert "share no stored value; 3 row(s) would meet a partner with the spaces" in texts[2]
+            assert cells(answer) == [("Germany",), ("Portugal",)]
+            script = [
+                act("add_table", table="languages"),
+                act("add_group", column="languages.language"),
+                act("add_aggregate", function="count"),
+                act("set_order", by="count_rows", direction="desc", limit=1),
+                act("set_answer_columns", columns=["languages.language"]),
+                act("execute"),
+                Reply(text="French and German."),
+            ]
+            answer = ask(scripted_llm, kg, "Which language is spoken in the most countries?", script)
+            assert "2 rows share its largest value, 3, so they tie; the limit of 1 returns 1 of them." in \
+                observed(answer)[-1]
