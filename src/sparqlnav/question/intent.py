@@ -51,6 +51,7 @@ SUPERLATIVES: dict[str, tuple[str, tuple[str, ...]]] = {
     "earliest": ("ASC", ("date", "time", "year")),
     "latest": ("DESC", ("date", "time", "year")),
     "newest": ("DESC", ("date", "time", "year", "inception")),
+    "rarest": ("ASC", ("count", "frequency")),  # the fewest occurrences, never the most
     "fastest": ("DESC", ("speed",)),
     "slowest": ("ASC", ("speed",)),
     "greatest": ("DESC", ()),
@@ -351,6 +352,8 @@ def _superlative(words: Sequence[str]) -> Superlative | None:
             limit = max(1, min(100, int(m.group(1))))
     for i, w in enumerate(words):
         nxt = [j for j in range(i + 1, min(i + 4, len(words))) if not is_stopword(words[j])]
+        if w in ("most", "least") and i > 0 and words[i - 1] == "at":
+            continue  # "at least two", "at most 3": a comparison (COMPARATORS), not an extreme
         if w in ("most", "least", "fewest"):
             direction = "ASC" if w in ("least", "fewest") else "DESC"
             if not nxt:
