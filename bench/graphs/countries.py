@@ -62,16 +62,15 @@ def triples(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
             add(country, "ccn3", literal(row["ccn3"]))
         if row.get("cioc"):
             add(country, "cioc", literal(row["cioc"]))
-        add(country, "independent", literal(bool(row.get("independent"))))
+        if row.get("independent") is not None:  # null in the source: left unsaid, not false
+            add(country, "independent", literal(bool(row["independent"])))
         add(country, "unMember", literal(bool(row["unMember"])))
         if row.get("unRegionalGroup"):
             add(country, "unRegionalGroup", literal(row["unRegionalGroup"]))
         add(country, "landlocked", literal(bool(row["landlocked"])))
-        add(
-            country,
-            "areaKm2",
-            literal(float(row["area"]) if isinstance(row["area"], float) else int(row["area"])),
-        )
+        if row["area"] >= 0:  # the source writes -1 for an unknown area
+            area = row["area"]
+            add(country, "areaKm2", literal(float(area) if isinstance(area, float) else int(area)))
         if len(row.get("latlng", [])) == 2:
             add(country, "latitude", literal(float(row["latlng"][0])))
             add(country, "longitude", literal(float(row["latlng"][1])))

@@ -2,12 +2,13 @@
 
 Style: SKOS concept schemes, no class of our own. Every country, subdivision and former country is a
 `skos:Concept` in one of three schemes (`scheme/3166-1`, `scheme/3166-2`, `scheme/3166-3`); names are
-`skos:prefLabel`s in English (official names `skos:altLabel`), codes are `skos:notation`s (alpha-2 for a
-country, the full code such as `FR-75C` for a subdivision, alpha-4 for a former country), the hierarchy is
-`skos:broader`/`skos:narrower` (a subdivision's parent subdivision, or its country), and the kind of subdivision
-is itself a concept of a fourth scheme (`scheme/subdivision-types`) reached by `dcterms:type`. Countries' other
-codes are `iso:alpha3` and `iso:numeric`; a former country's withdrawal is `iso:withdrawalDate` (a year or a
-date, as text) and its comment a `skos:historyNote`.
+`skos:prefLabel`s in English (a country's common name, where ISO's differs, a `skos:altLabel`), codes are
+`skos:notation`s (alpha-2 for a country, the full code such as `FR-75` for a subdivision, alpha-4 for a former
+country), the hierarchy is `skos:broader`/`skos:narrower` (a subdivision's parent subdivision, or its country),
+and the kind of subdivision is itself a concept of a fourth scheme (`scheme/subdivision-types`) reached by
+`dcterms:type`. A country's other codes are `iso:alpha3` and `iso:numeric`, its official name
+`iso:officialName`; a former country's withdrawal is `iso:withdrawalDate` (a year or a date, as text) and its
+comment a `skos:historyNote`.
 
 Install the data: `apt-get install iso-codes` (Debian 13: 4.15.0); the builder reads
 `/usr/share/iso-codes/json`, or the folder given.
@@ -76,9 +77,9 @@ def triples(folder: Path) -> list[tuple[str, str, str]]:
         add(country, ISO + "alpha3", literal(row["alpha_3"]))
         add(country, ISO + "numeric", literal(row["numeric"]))
         if row.get("official_name"):
-            add(country, SKOS + "altLabel", literal(row["official_name"], lang="en"))
+            add(country, ISO + "officialName", literal(row["official_name"], lang="en"))
         if row.get("common_name"):
-            add(country, SKOS + "hiddenLabel", literal(row["common_name"], lang="en"))
+            add(country, SKOS + "altLabel", literal(row["common_name"], lang="en"))
 
     for row in _read(folder, "3166-2"):
         subject = f"{BASE}subdivision/{row['code']}"
