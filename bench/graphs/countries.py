@@ -24,13 +24,17 @@ BASE = "http://example.org/countries/"
 WC = BASE + "def#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 PACKAGE = "world-countries"
+INSTALL = "npm install -g world-countries@5.1.0"
 
 
 def default_source() -> Path:
     """The globally installed npm package's folder."""
-    root = subprocess.run(
-        ["npm", "root", "-g"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    try:
+        root = subprocess.run(
+            ["npm", "root", "-g"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"countries: npm is needed to find {PACKAGE} ({exc})") from exc
     return Path(root) / PACKAGE
 
 
@@ -124,6 +128,8 @@ def triples(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 def build(out_dir: Path, source: Path | None = None) -> Path:
     """Write out_dir/countries.ttl from the installed package (or the folder given) and return its path."""
     folder = source or default_source()
+    if not (folder / "countries.json").is_file():
+        raise SystemExit(f"countries: no countries.json in {folder}: {INSTALL}")
     rows = json.loads((folder / "countries.json").read_text(encoding="utf-8"))
     return write(out_dir / "countries.ttl", {"wc": WC, "c": BASE}, triples(rows))
 

@@ -116,8 +116,11 @@ def triples(folder: Path) -> list[tuple[str, str, str]]:
 
 def build(out_dir: Path, source: Path | None = None) -> Path:
     """Write out_dir/subdivisions.ttl from the installed package (or the folder given) and return its path."""
+    folder = source or DEFAULT_SOURCE
+    if not (folder / "iso_3166-2.json").is_file():
+        raise SystemExit(f"subdivisions: no iso_3166-2.json in {folder}: apt-get install iso-codes")
     prefixes = {"skos": SKOS, "dcterms": DCT, "iso": ISO}
-    return write(out_dir / "subdivisions.ttl", prefixes, triples(source or DEFAULT_SOURCE))
+    return write(out_dir / "subdivisions.ttl", prefixes, triples(folder))
 
 
 if __name__ == "__main__":
