@@ -133,3 +133,15 @@ def test_an_engine_with_a_host_name_allowed_leaves_nothing_in_tmp(tiny_path: Pat
         assert graph.endpoint.query(MANAGER_OF_ALICE).ok
         during = set(Path(tempfile.gettempdir()).glob("sparqlnav-hosts-*"))
     assert during - before == set()  # before: one /tmp/sparqlnav-hosts-* file per engine start
+
+
+def test_what_the_cli_writes_under_its_home_is_its_users_alone(tiny_path: Path, tmp_path: Path) -> None:  # noqa: F811
+    home = tmp_path / "home"
+    env = {**os.environ, "SPARQLNAV_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "sparqlnav", "sparql", "ASK { ?s ?p ?o }", "--kg", str(tiny_path)],
+                          capture_output=True, text=True, timeout=120, env=env, check=False,
+                          preexec_fn=lambda: os.umask(0o022))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    loose = [(p, oct(stat.S_IMODE(p.stat().st_mode))) for p in [home, *home.rglob("*")]
+             if not p.is_symlink() and p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077]
+    assert loose == []  # before: 0755 folders and 0644 files, a world-readable copy of the data

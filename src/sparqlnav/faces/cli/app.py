@@ -3,6 +3,7 @@ shown as one line."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -54,6 +55,9 @@ app.add_typer(data.cache_app, name="cache")
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the app; any failure is one line on stderr and a non-zero exit."""
+    # What sparqlnav writes (stores copied from a 0600 database, engine logs, indexes, conversations, run folders)
+    # is its user's alone, whatever the shell's umask (issue 39); its engines and keepers inherit it.
+    os.umask(0o077)
     try:
         code = app(args=argv, standalone_mode=False)
         # Without standalone mode, click returns the code of a `typer.Exit` instead of exiting with it.
