@@ -119,21 +119,21 @@ def _column_line(c: ColumnProfile) -> str:
 
 
 @dataclass(frozen=True)
-class Named:
+class NamedValue:
     """A name of the question and where the data holds it."""
 
     mention: str
     places: tuple[tuple[str, str, str], ...]  # (table, column, the value as stored)
 
 
-def named_values(database: Database, tables: Sequence[TableProfile], question: str, trace: Trace) -> list[Named]:
+def named_values(database: Database, tables: Sequence[TableProfile], question: str, trace: Trace) -> list[NamedValue]:
     """For each name the question marks (quoted, capitalised, a code), the text columns of `tables` that hold it,
     compared without case and surrounding spaces: small tables by one bounded query each, big ones by the values the
     profile listed."""
     mentions = [m.text for m in find_mentions(question) if m.source in ("quoted", "code", "capitalised")]
     if tables and mentions and question.split()[0] in mentions:
         mentions = mentions[1:] if len(mentions) > 1 else mentions  # "Which …", "List …": a capital, not a name
-    found: list[Named] = []
+    found: list[NamedValue] = []
     for mention in dict.fromkeys(mentions[:4]):
         places: list[tuple[str, str, str]] = []
         for t in tables:
@@ -151,13 +151,13 @@ def named_values(database: Database, tables: Sequence[TableProfile], question: s
                     except SqlError:
                         continue
                     places += [(t.name, c.name, str(r[0])) for r in rows[:1]]
-        found.append(Named(mention, tuple(places[:3])))
+        found.append(NamedValue(mention, tuple(places[:3])))
     if found:
         trace.emit("observation", text="\n".join(_named_line(n) for n in found), tool="resolve_names")
     return found
 
 
-def _named_line(n: Named) -> str:
+def _named_line(n: NamedValue) -> str:
     if not n.places:
         return f'- "{n.mention}": no text column of these tables holds it'
     said = "; ".join(f"stored as {quote_literal(v)} in {t}.{c}"
