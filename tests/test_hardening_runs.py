@@ -142,8 +142,9 @@ def test_a_timed_out_ask_frees_its_slot_and_hangs_up_on_the_llm(
 ) -> None:
     llm = LLMConfig(model="m", base_url=hanging_llm.base_url, api_key="test")
     # The runs must reach the LLM before the requests give up: a cold process spends ~1.5 s first (lazy imports of
-    # the retrieval stack, TLS contexts), so 1.5 s made this test a coin toss when it ran first.
-    app = create_app(settings, ServeConfig(max_concurrent=3, request_timeout_s=5.0), kgs={"tiny": tiny}, llm=llm)
+    # the retrieval stack, TLS contexts), so 1.5 s made this test a coin toss when it ran first; 5 s was one on a
+    # machine at load 15.
+    app = create_app(settings, ServeConfig(max_concurrent=3, request_timeout_s=10.0), kgs={"tiny": tiny}, llm=llm)
     question = {"question": "Who manages Alice Wunderlich?", "strategy": "explore"}
     with background(app) as url, httpx.Client(base_url=url, timeout=GUARD_S) as client:
         with ThreadPoolExecutor(3) as pool:
