@@ -28,6 +28,7 @@ from sparqlnav.question.linking import find_mentions
 from sparqlnav.question.words import stem, tokenize
 from sparqlnav.settings import Settings
 from sparqlnav.sql import SqlError, run_sql
+from sparqlnav.sql.executor import Caps
 from sparqlnav.sql.introspect import (
     ColumnProfile,
     DatabaseProfile,
@@ -37,6 +38,7 @@ from sparqlnav.sql.introspect import (
     quote_name,
 )
 from sparqlnav.sql.results import result_table
+from sparqlnav.sql.run import run_traced
 from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace
@@ -244,17 +246,9 @@ class SqlWriter:
 
     def _run(self, database: Database, sql: str, trace: Trace) -> tuple[ResultTable | None, str | None]:
         limits = self.settings.limits
-        started = time.monotonic()
-        try:
-            result = run_sql(database, sql, timeout_s=limits.timeout_s, max_rows=limits.max_rows,
-                             max_bytes=limits.max_bytes)
-        except SqlError as exc:
-            trace.emit("sql", query=sql, ok=False, error=str(exc), purpose="answer",
-                       ms=round((time.monotonic() - started) * 1000, 1))
-            return None, str(exc)
-        trace.emit("sql", query=sql, ok=True, rows=len(result.rows), truncated=result.truncated, purpose="answer",
-                   ms=round((time.monotonic() - started) * 1000, 1))
-        return result_table(result), None
+        result, error = run_traced(database, sql, Caps(limits.timeout_s, limits.max_rows, limits.max_bytes), trace,
+                                   purpose="answer")
+        return (result_table(result) if result is not None else None), error
 
     def _doubt(self, question: str, table: ResultTable | None) -> str | None:
         if table is None:

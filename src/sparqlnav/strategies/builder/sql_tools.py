@@ -9,7 +9,6 @@ model.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -20,7 +19,7 @@ from pydantic import Field
 from sparqlnav.feedback.view import SqlStepRun
 from sparqlnav.graph.direct_mapping import Table
 from sparqlnav.graph.relational import Database
-from sparqlnav.sql import SqlError, SqlResult, run_sql
+from sparqlnav.sql import SqlResult
 from sparqlnav.sql.draft import (
     DATE_PARTS,
     FUNCTIONS,
@@ -42,6 +41,7 @@ from sparqlnav.sql.draft import (
     quote_table,
 )
 from sparqlnav.sql.executor import Caps
+from sparqlnav.sql.run import run_traced
 from sparqlnav.tools.registry import Registry, tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
@@ -90,17 +90,7 @@ class SqlBuilder:
 
     def run_sql(self, sql: str, *, purpose: str = "draft") -> tuple[SqlResult | None, str | None]:
         """Run one SELECT (recorded as a `sql` event); the result, or the error's one line."""
-        started = time.monotonic()
-        try:
-            result = run_sql(self.database, sql, timeout_s=self.caps.timeout_s, max_rows=self.caps.max_rows,
-                             max_bytes=self.caps.max_bytes)
-        except SqlError as exc:
-            self.trace.emit("sql", query=sql, ok=False, error=str(exc), purpose=purpose,
-                            ms=round((time.monotonic() - started) * 1000, 1))
-            return None, str(exc)
-        self.trace.emit("sql", query=sql, ok=True, rows=len(result.rows), truncated=result.truncated, purpose=purpose,
-                        ms=round((time.monotonic() - started) * 1000, 1))
-        return result, None
+        return run_traced(self.database, sql, self.caps, self.trace, purpose=purpose)
 
     def row_count(self, table: str) -> int | None:
         """How many rows a table has (asked once)."""
