@@ -103,11 +103,14 @@ class DatabaseProfile:
         return cls(data["dialect"], tables, data.get("stamp", ""), tuple(data.get("notes", ())))
 
 
-def profile_database(database: Database, folder: Path | None = None) -> DatabaseProfile:
+def profile_database(
+    database: Database, folder: Path | None = None, tables: Sequence[Table] | None = None
+) -> DatabaseProfile:
     """The database's profile: read from `folder` when one of its current state is kept there, else made by
-    bounded queries (and kept there)."""
-    with read_database(database) as reader:
-        tables = reader.tables()
+    bounded queries (and kept there). `tables`: its tables when the caller has read them already."""
+    if tables is None:
+        with read_database(database) as reader:
+            tables = reader.tables()
     stamp = _stamp(database, tables)
     path = folder / f"{hashlib.sha256((database.shown + stamp).encode()).hexdigest()[:24]}.json" if folder else None
     if path is not None and path.is_file():

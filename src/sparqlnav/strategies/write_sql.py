@@ -17,6 +17,7 @@ from typing import Any
 
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, RunContext
+from sparqlnav.graph.direct_mapping import Table
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.relational import Database, relational_of
 from sparqlnav.graph.results import ResultTable
@@ -195,14 +196,15 @@ class SqlWriter:
                 trace.emit("error", message=why)
                 return finish(chat, kg, trace, context, question=question, strategy=self.name, status="error",
                               sparql=None, table=None, text=why, error=why)
-            return self._go(question, kg, trace, context, relational.database, chat)
+            return self._go(question, kg, trace, context, relational.database, relational.tables, chat)
         finally:
             client.close()
 
     def _go(self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext, database: Database,
-            chat: Any) -> Answer:
+            tables_read: Sequence[Table], chat: Any) -> Answer:
         started = time.monotonic()
-        profile = profile_database(database, self.settings.paths.home / "sql")
+        # the catalogue was read when the graph opened: only the stamp is checked again
+        profile = profile_database(database, self.settings.paths.home / "sql", tables_read)
         trace.emit("info", message=f"read the database: {len(profile.tables)} tables, {profile.rows:,} rows "
                                    f"({time.monotonic() - started:.2f} s)")
         tables, chosen = schema_view(profile, question)
