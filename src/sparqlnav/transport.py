@@ -15,6 +15,11 @@ again. A body in any other encoding is refused, as nothing could bound its decod
 
 The OpenAI SDK is built on httpx (openai 1.x) or on its fork httpx2 (openai 3.x), which share the API:
 `sdk_http()` names the one the installed SDK uses, `guarded_transport(http)` makes a transport of either.
+
+Public APIs only (issue 38): httpx's own transport offers no way to give its connection pool a network backend, so
+the transport here builds the pool itself, through the connection library's documented `ConnectionPool(...,
+network_backend=...)`, and translates between the two libraries' requests, responses and errors (`_PoolTransport`)
+as httpx's transport does, rather than reaching into that transport's private pool.
 """
 
 from __future__ import annotations
@@ -262,17 +267,97 @@ class _DecodingTransport:
 
 
 def guarded_transport(
-    http: ModuleType = httpx, deadline: Deadline | None = None, *, max_response_bytes: int | None = None, **options: Any
+    http: ModuleType = httpx,
+    deadline: Deadline | None = None,
+    *,
+    max_response_bytes: int | None = None,
+    verify: Any = True,
+    uds: str | None = None,
 ) -> Any:
-    """`http.HTTPTransport(**options)` (httpx or httpx2) whose connections keep `deadline` (if any), notice a
-    cancelled run, and, with `max_response_bytes`, fail a response that passes that size (headers included) on the
-    wire or once decoded; bodies are decoded in bounded pieces whatever the cap."""
+    """A transport of `http` (httpx or httpx2) whose connections keep `deadline` (if any), notice a cancelled run,
+    and, with `max_response_bytes`, fail a response that passes that size (headers included) on the wire or once
+    decoded; bodies are decoded in bounded pieces whatever the cap. `verify` and `uds` are as httpx's transport
+    takes them (a TLS context or whether to check certificates; a Unix socket to connect through)."""
     core = import_module(_CORE[http.__name__])
-    transport = http.HTTPTransport(**options)
-    pool = transport._pool  # the libraries offer no other way to give their pool a network backend
-    if isinstance(pool, core.ConnectionPool):
-        pool._network_backend = _Backend(pool._network_backend, deadline or _NO_DEADLINE, core, max_response_bytes)
-    return _DecodingTransport(transport, http, max_response_bytes)
+    limits = http.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's own transport's defaults
+    pool = core.ConnectionPool(
+        ssl_context=http.create_ssl_context(verify=verify),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        uds=uds,
+        network_backend=_Backend(core.SyncBackend(), deadline or _NO_DEADLINE, core, max_response_bytes),
+    )
+    return _DecodingTransport(_PoolTransport(pool, http, core), http, max_response_bytes)
+
+
+class _PoolTransport:
+    """A transport of `http` over a connection pool of `core` (its connection library), both through their public
+    APIs: requests and responses translated field by field, the pool's errors raised as `http`'s errors of the same
+    name (both libraries name them alike: ReadTimeout, ConnectError, RemoteProtocolError, ...)."""
+
+    def __init__(self, pool: Any, http: ModuleType, core: ModuleType) -> None:
+        self._pool, self._http, self._core = pool, http, core
+
+    def handle_request(self, request: Any) -> Any:
+        """Send `request` through the pool; the response's body streams from its connection."""
+        url = request.url
+        sent = self._core.Request(
+            method=request.method,
+            url=self._core.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _translated(self._http, self._core):
+            response = self._pool.handle_request(sent)
+        return self._http.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_body_class(self._http)(response.stream, self._http, self._core),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        with _translated(self._http, self._core):
+            self._pool.close()
+
+
+@contextmanager
+def _translated(http: ModuleType, core: ModuleType) -> Iterator[None]:
+    """`core`'s errors raised in this block raised again as `http`'s error of the nearest same-named class."""
+    try:
+        yield
+    except Exception as exc:
+        for cls in type(exc).__mro__:  # the most specific first, as httpx's own transport maps them
+            mapped = getattr(http, cls.__name__, None)
+            if getattr(core, cls.__name__, None) is cls and isinstance(mapped, type) and issubclass(mapped, Exception):
+                raise mapped(str(exc)) from exc
+        raise  # not the pool's (a cancelled run's), or one httpx has no name for
+
+
+class _Body:
+    """A response body as it streams from the pool's connection, its errors translated (see `_translated`).
+    (Made a SyncByteStream of its library by `_body_class`.)"""
+
+    def __init__(self, inner: Any, http: ModuleType, core: ModuleType) -> None:
+        self._inner, self._http, self._core = inner, http, core
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _translated(self._http, self._core):
+            yield from self._inner
+
+    def close(self) -> None:
+        """Close the stream (the connection goes back to the pool, or is closed)."""
+        with _translated(self._http, self._core):
+            self._inner.close()
+
+
+@functools.cache
+def _body_class(http: ModuleType) -> type[_Body]:
+    """`_Body` as a SyncByteStream of `http`, which clients check responses' streams against."""
+    return type("_Body", (_Body, http.SyncByteStream), {})
 
 
 def sdk_http() -> ModuleType:
