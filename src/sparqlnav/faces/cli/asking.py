@@ -31,10 +31,12 @@ from sparqlnav.faces.cli.common import (
     strategy_knobs,
 )
 from sparqlnav.faces.output import (
+    RDF_FORMATS,
     FormatOpt,
     JsonOpt,
     OutputFormat,
     chosen_format,
+    is_graph,
     write_json,
     write_result,
 )
@@ -156,10 +158,16 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
     """The rows of an answer's query in csv, turtle or ntriples (the answer's words go to stderr)."""
     from sparqlnav.sparql.guard import query_form
 
-    if result.results is not None and result.sparql is not None:
-        write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
-    elif result.results is not None and result.sql is not None:  # a SELECT's rows
-        write_result(result.results, fmt, form="SELECT", prefixes=graph.prefixes.mapping)
+    table = result.results
+    form = query_form(result.sparql) if result.sparql is not None else "SELECT" if result.sql is not None else None
+    if table is not None and form is not None and fmt in RDF_FORMATS and not is_graph(form):
+        # An answer is no error for its format: `ask` exits 0 in every format, writing the rows it can (none here).
+        err().print(f"{fmt.value} holds the triples of a CONSTRUCT or DESCRIBE; this answer's query is a {form}: "
+                    "its rows are in --format csv or json", markup=False, highlight=False, style="yellow")
+    elif table is not None and form is not None:
+        iris = [t.value for row in table.rows for t in row.values() if t.kind == "uri"]
+        labels = graph.names.labels_of(iris) if iris and fmt is OutputFormat.csv else None
+        write_result(table, fmt, form=form, prefixes=graph.prefixes.mapping, labels=labels)
     # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
 
