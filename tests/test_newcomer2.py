@@ -88,3 +88,21 @@ def test_sparql_reports_the_real_syntax_error_at_its_place_not_the_prefix(tmp_pa
         "error: syntax_error: error at 1:37: expected '.' between triple patterns, found '?a' (sparqlnav could not "
         "read the query completely, so it was not run)"
     )
+
+
+def test_chat_is_as_quiet_as_ask_unless_asked(tmp_path: Path) -> None:
+    """Item 4: `chat` printed about 40 lines of steps per question and a dump of every earlier turn; `ask` shows
+    its steps only with -v. Same defaults for both."""
+    home, kg = tmp_path / "home", str(zoo(tmp_path))
+    typed = "Which animals are there?\nWho is Simba cared for by?\n"
+    res = run("chat", "--kg", kg, home=home, stdin=typed)
+    assert res.returncode == 0, res.stderr
+    assert "The answers are Simba and Nala." in res.stdout
+    assert "sparql ok" not in res.stderr and "Turn 1" not in res.stderr and "SPARQL" not in res.stdout
+    # per question: the question echoed and one summary line; before it, the graph's line and the no-LLM line
+    assert len(res.stderr.splitlines()) == 2 + 2 * 2, res.stderr
+    assert res.stderr.count("-v for the steps") == 2
+    loud = run("chat", "--kg", kg, "-v", home=home, stdin=typed)
+    assert loud.returncode == 0, loud.stderr
+    assert "sparql ok" in loud.stderr and "Turn 1" in loud.stderr and "SPARQL" in loud.stdout
+    assert "-v for the steps" not in loud.stderr

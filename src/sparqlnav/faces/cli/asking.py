@@ -223,10 +223,15 @@ def chat(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show every step as it happens, the final query and its rows.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answers: no summary lines.")] = False,
     option: OptionOpt = None,
 ) -> None:
-    """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit)."""
+    """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit).
+
+    Shows what `ask` shows: each answer and one summary line (-v: the steps, the query and its rows too)."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.conversation import Conversation
 
@@ -264,14 +269,14 @@ def chat(
                 shown = _StepPrinter(console)
                 try:
                     result = ask_question(
-                        question, kg=graph, strategy=chosen, conversation=talk, on_event=None if quiet else shown
+                        question, kg=graph, strategy=chosen, conversation=talk, on_event=shown if verbose else None
                     )
                 except SparqlnavError as exc:  # one failed question does not end the conversation
                     console.print(f"error: {one_line(exc)}", markup=False, highlight=False)
                     continue
                 finally:
                     shown.close()
-                _show_answer(result, graph, console)
+                _show_answer(result, graph, console, verbose=verbose, summary=not quiet)
     finally:
         close = getattr(chosen, "close", None)
         if callable(close):
