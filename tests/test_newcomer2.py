@@ -3,10 +3,12 @@ file and a library SQLite database, both written here."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
-from test_cli import run
+from test_cli import SN, run
 
 ZOO = """\
 @prefix ex: <http://example.org/zoo#> .
@@ -106,3 +108,19 @@ def test_chat_is_as_quiet_as_ask_unless_asked(tmp_path: Path) -> None:
     assert loud.returncode == 0, loud.stderr
     assert "sparql ok" in loud.stderr and "Turn 1" in loud.stderr and "SPARQL" in loud.stdout
     assert "-v for the steps" not in loud.stderr
+
+
+def test_an_unreachable_llm_is_said_in_one_line_and_in_the_summary(tmp_path: Path) -> None:
+    """Item 8: with OPENAI_BASE_URL where nothing listens, `ask` answered through lexical, exit 0, and said nothing
+    of the failure unless -v."""
+    env = {**os.environ, "SPARQLNAV_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "COLUMNS": "300",
+           "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "m"}
+    res = subprocess.run([*SN, "ask", "Which animals are there?", "--kg", str(zoo(tmp_path))], env=env,
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "The answers are Simba and Nala."
+    said = [line for line in res.stderr.splitlines() if line.startswith("the LLM failed: ")]
+    assert len(said) == 1 and "the answer check could not be made" in said[0] and "127.0.0.1:9" in said[0]
+    assert "the lexical strategy's own bar decided" in said[0]
+    summary = res.stderr.splitlines()[-1]
+    assert summary.startswith("auto→lexical · answered") and "the LLM failed: decided without it" in summary

@@ -170,6 +170,13 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
         write_result(table, fmt, form=form, prefixes=graph.prefixes.mapping, labels=labels)
     # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
+    _say_llm_failures(result, err())
+
+
+def _say_llm_failures(result: Answer, console: Console) -> None:
+    """One line on `console` for each thing the LLM failed to do while the run went on without it."""
+    for failure in result.llm_failures:
+        console.print(f"the LLM failed: {failure}", markup=False, highlight=False, style="yellow")
 
 
 def _show_answer(
@@ -192,13 +199,16 @@ def _show_answer(
                      markup=False, highlight=False, style="dim")
     for branch, why in result.extra.get("failed", {}).items():
         console.print(f"source {branch} failed: {why}", markup=False, highlight=False, style="yellow")
+    _say_llm_failures(result, console)
     if not summary:
         return
     u = result.trace.usage
     queries = f"{u.sql_queries} SQL queries" if u.sql_queries and not u.sparql_queries else f"{u.sparql_queries} queries"
+    failed = " · the LLM failed: decided without it" if result.llm_failures else ""
     console.print(
         f"{result.strategy} · {result.status} · {queries} · {u.llm_calls} LLM calls "
-        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s" + ("" if verbose else " · -v for the steps"),
+        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s{failed}"
+        + ("" if verbose else " · -v for the steps"),
         style="dim", markup=False, highlight=False,
     )
 
