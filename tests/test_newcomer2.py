@@ -4,11 +4,12 @@ file and a library SQLite database, both written here."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 from pathlib import Path
 
-from test_cli import SN, run
+from test_cli import SN, run, run_in_terminal
 
 ZOO = """\
 @prefix ex: <http://example.org/zoo#> .
@@ -124,3 +125,29 @@ def test_an_unreachable_llm_is_said_in_one_line_and_in_the_summary(tmp_path: Pat
     assert "the lexical strategy's own bar decided" in said[0]
     summary = res.stderr.splitlines()[-1]
     assert summary.startswith("auto→lexical · answered") and "the LLM failed: decided without it" in summary
+
+
+def test_counts_and_times_read_as_written_by_a_person(tmp_path: Path) -> None:
+    """Item 12: "1 rows"; "75 triples in 0.0 s, 1,547 triples/s" for a small file."""
+    kg = str(zoo(tmp_path))
+    res = run("ask", "Who is Simba cared for by?", "-v", "--kg", kg, home=tmp_path / "home")
+    assert res.returncode == 0, res.stderr
+    assert "runners-up:" in res.stderr and ", 1 row)" in res.stderr
+    assert " 1 rows" not in res.stderr + res.stdout
+    code, screen = run_in_terminal("sparql", "SELECT * WHERE { ?s ?p ?o } LIMIT 1", "--kg", kg, home=tmp_path / "tty")
+    assert code == 0, screen
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    built = re.search(r"store of zoo\.ttl: 20 triples in (\d+\.\d+) s; kept in", text)
+    assert built is not None, text
+    assert built.group(1) != "0.0"  # under a second: two decimals
+    assert "triples/s" not in text
+
+
+def test_the_kg_option_says_databases_are_welcome() -> None:
+    """Item 11: the `--kg` help of `ask`, `chat` and `sparql` did not mention databases."""
+    for verb in ("ask", "chat", "sparql"):
+        res = subprocess.run([*SN, verb, "--help"], capture_output=True, text=True, timeout=120, check=False,
+                             env={**os.environ, "COLUMNS": "300", "NO_COLOR": "1"})
+        assert res.returncode == 0, res.stderr
+        said = " ".join(res.stdout.split())
+        assert "SQLite file or sqlite:/// / postgresql:// database" in said, said

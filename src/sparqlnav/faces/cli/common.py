@@ -27,7 +27,8 @@ KgOpt = Annotated[
     str,
     typer.Option(
         "--kg",
-        help="RDF file or folder, http(s):// SPARQL endpoint, 'demo' or 'wikidata'.",
+        help="RDF file or folder, http(s):// SPARQL endpoint, SQLite file or sqlite:/// / postgresql:// database, "
+        "'demo' or 'wikidata'.",
         envvar="SPARQLNAV_KG",
     ),
 ]

@@ -207,7 +207,7 @@ class _Run:
             self.trace.emit(
                 "info",
                 text="runners-up: "
-                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} rows)" for c in runners[:3]),
+                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} row{'' if c.rows == 1 else 's'})" for c in runners[:3]),
                 candidates=[
                     {
                         "score": c.score,
