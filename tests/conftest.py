@@ -82,3 +82,16 @@ def _kept_engines_end_with_the_session(tmp_path_factory: pytest.TempPathFactory)
     from sparqlnav.graph.keeper import stop_kept
 
     stop_kept(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def text2sparql_client() -> Path:
+    """The TEXT2SPARQL challenge's own client (`text2sparql`), installed by ./scripts/test in a venv of its own
+    (.venv-tools): it pins fastapi and uvicorn to old versions, which must not decide what the tests run on."""
+    exe = Path(os.environ.get("SPARQLNAV_TEXT2SPARQL_CLIENT") or REPO / ".venv-tools" / "bin" / "text2sparql")
+    if exe.is_file():
+        return exe
+    why = f"the TEXT2SPARQL client is not installed at {exe} (./scripts/test installs it)"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(why)
+    pytest.skip(why)

@@ -31,7 +31,10 @@ def rss_mb() -> float:
 
 @pytest.mark.slow
 def test_a_thousand_conversations_stay_within_the_bound(sn_home: Path, tiny: KnowledgeGraph) -> None:
-    settings = Settings.from_env({"SPARQLNAV_HOME": str(sn_home), "SPARQLNAV_CONVERSATIONS_MAX": str(BOUND)})
+    settings = Settings.from_env({
+        "SPARQLNAV_HOME": str(sn_home), "SPARQLNAV_CONVERSATIONS_MAX": str(BOUND),
+        "SPARQLNAV_CONVERSATIONS_PER_CLIENT": str(BOUND),  # every conversation here comes from one address
+    })  # fmt: skip
     app = create_app(settings, ServeConfig(strategy="lexical", rate_limit=None), kgs={"tiny": tiny})
     store = app.state.service.conversations
     with background(app) as url, httpx.Client(base_url=url, timeout=60) as http:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bare_oxigraph import BareOxigraph
 from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.datasets import load_dataset
 from sparqlnav.evaluation.metrics import set_match
@@ -21,7 +22,7 @@ from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.opening import index_remote_names, open_kg, remote_dir
 from sparqlnav.graph.search import EndpointNames, TextSearch
-from sparqlnav.graph.store import OxigraphServer, ensure_store, rdf_files
+from sparqlnav.graph.store import ensure_store, rdf_files
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import validate
 from sparqlnav.strategies.lexical import LexicalStrategy
@@ -155,7 +156,7 @@ def test_explore_answers_ck25_questions_1_to_3_over_virtuoso(
 def oxigraph_ck25(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """CK25 served by Oxigraph over HTTP: no text index."""
     folder = tmp_path_factory.mktemp("ox")
-    server = OxigraphServer(ensure_store(rdf_files(data_dir / "ck25" / "prod-inst.ttl"), folder).data_dir)
+    server = BareOxigraph(ensure_store(rdf_files(data_dir / "ck25" / "prod-inst.ttl"), folder).data_dir)
     server.ensure_running()
     yield server.url
     server.stop()

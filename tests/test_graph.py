@@ -12,9 +12,10 @@ from typing import ClassVar
 
 import pytest
 
+from bare_oxigraph import BareOxigraph
 from sparqlnav.graph.endpoint import HttpOptions, Limits, Outcome, RemoteEndpoint
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.graph.store import LocalGraph, OxigraphServer, ensure_store, rdf_files
+from sparqlnav.graph.store import LocalGraph, ensure_store, rdf_files
 from sparqlnav.settings import Settings
 
 TTL = """@prefix ex: <http://example.org/> .
@@ -129,20 +130,20 @@ def test_updates_and_foreign_services_are_refused_and_data_is_unchanged(folder: 
 
 
 @pytest.fixture
-def served(folder: Path, tmp_path: Path) -> Iterator[tuple[OxigraphServer, OxigraphServer]]:
+def served(folder: Path, tmp_path: Path) -> Iterator[tuple[BareOxigraph, BareOxigraph]]:
     """Two real SPARQL endpoints on loopback (people, and their writings); a's engine may call b's."""
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "w.ttl").write_text(OTHER_TTL)
-    b = OxigraphServer(ensure_store(rdf_files(tmp_path / "w"), tmp_path / "s").data_dir)
+    b = BareOxigraph(ensure_store(rdf_files(tmp_path / "w"), tmp_path / "s").data_dir)
     b.ensure_running()
-    a = OxigraphServer(ensure_store(rdf_files(folder / "people.ttl"), tmp_path / "s").data_dir, allowed=[b.url])
+    a = BareOxigraph(ensure_store(rdf_files(folder / "people.ttl"), tmp_path / "s").data_dir)
     a.ensure_running()
     yield a, b
     a.stop()
     b.stop()
 
 
-def test_remote_endpoint_get_post_and_user_agent(served: tuple[OxigraphServer, OxigraphServer]) -> None:
+def test_remote_endpoint_get_post_and_user_agent(served: tuple[BareOxigraph, BareOxigraph]) -> None:
     a, _ = served
     q = "SELECT ?n WHERE { ?p <http://www.w3.org/2000/01/rdf-schema#label> ?n } ORDER BY ?n"
     for method in ("GET", "POST"):
@@ -154,7 +155,7 @@ def test_remote_endpoint_get_post_and_user_agent(served: tuple[OxigraphServer, O
         assert ep.query(long_query).outcome is Outcome.OK
 
 
-def test_federation_between_two_local_endpoints(served: tuple[OxigraphServer, OxigraphServer]) -> None:
+def test_federation_between_two_local_endpoints(served: tuple[BareOxigraph, BareOxigraph]) -> None:
     a, b = served
     q = (
         "SELECT ?name ?title WHERE { ?p <http://www.w3.org/2000/01/rdf-schema#label> ?name . "
@@ -197,7 +198,7 @@ class _Flaky(BaseHTTPRequestHandler):
         pass
 
 
-def test_backoff_honours_retry_after_then_succeeds(served: tuple[OxigraphServer, OxigraphServer]) -> None:
+def test_backoff_honours_retry_after_then_succeeds(served: tuple[BareOxigraph, BareOxigraph]) -> None:
     a, _ = served
     _Flaky.failures = [429, 503]
     _Flaky.target = a.url
@@ -251,7 +252,7 @@ def test_limits_dataclass_defaults() -> None:
     assert Limits().timeout_s == 60.0
 
 
-def test_remote_kg_indexes_names_and_detects_wikibase(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+def test_remote_kg_indexes_names_and_detects_wikibase(served: tuple[BareOxigraph, BareOxigraph], tmp_path: Path) -> None:
     a, _ = served
     from sparqlnav.tools.lookup import search
 
@@ -284,7 +285,7 @@ def test_concurrent_queries_survive_a_timeout_on_another_thread(ck25) -> None:  
     assert outcomes.count("26903") == 36, outcomes
 
 
-def test_unreadable_retry_after_falls_back_to_exponential_backoff(served: tuple[OxigraphServer, OxigraphServer]) -> None:
+def test_unreadable_retry_after_falls_back_to_exponential_backoff(served: tuple[BareOxigraph, BareOxigraph]) -> None:
     a, _ = served
     _Flaky.failures, _Flaky.target, _Flaky.seen, _Flaky.retry_after = [503, 503], a.url, [], "soon"
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
@@ -316,7 +317,7 @@ def test_server_outlives_the_thread_that_started_it_and_keeps_its_port(folder: P
         graph.close()
 
 
-def test_remote_name_index_pages_past_the_row_cap(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+def test_remote_name_index_pages_past_the_row_cap(served: tuple[BareOxigraph, BareOxigraph], tmp_path: Path) -> None:
     a, _ = served
     from sparqlnav.tools.lookup import search
 
@@ -327,7 +328,7 @@ def test_remote_name_index_pages_past_the_row_cap(served: tuple[OxigraphServer, 
             "Ada Lovelace", "Charles Babbage"}  # fmt: skip
 
 
-def test_headers_from_the_environment_reach_remote_endpoints(served: tuple[OxigraphServer, OxigraphServer], tmp_path: Path) -> None:
+def test_headers_from_the_environment_reach_remote_endpoints(served: tuple[BareOxigraph, BareOxigraph], tmp_path: Path) -> None:
     a, _ = served
     _Flaky.failures, _Flaky.target, _Flaky.seen = [], a.url, []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)

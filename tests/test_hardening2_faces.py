@@ -357,7 +357,9 @@ def test_a_page_on_another_site_cannot_start_an_llm_run(
         assert ui.status_code == 200
 
 
-def test_the_challenge_client_works_with_a_token_in_its_url(settings: Settings, tiny: KnowledgeGraph, tmp_path: Path) -> None:  # noqa: F811
+def test_the_challenge_client_works_with_a_token_in_its_url(
+    settings: Settings, tiny: KnowledgeGraph, tmp_path: Path, text2sparql_client: Path,  # noqa: F811
+) -> None:
     # The TEXT2SPARQL client sends a plain GET (requests, no way to add a header); with a token on the server it
     # sends it as the password of http://user:TOKEN@host/…, which requests turns into Basic credentials.
     questions = tmp_path / "questions.yml"
@@ -368,9 +370,8 @@ def test_the_challenge_client_works_with_a_token_in_its_url(settings: Settings, 
     app = create_app(settings, ServeConfig(strategy="lexical", token="s3cret", mcp=False), kgs={"tiny": tiny})
     with background(app) as url:
         port = port_of(url)
-        exe = Path(sys.executable).parent / "text2sparql"
         res = subprocess.run(
-            [str(exe), "ask", str(questions), f"http://challenge:s3cret@127.0.0.1:{port}/text2sparql",
+            [str(text2sparql_client), "ask", str(questions), f"http://challenge:s3cret@127.0.0.1:{port}/text2sparql",
              "--answers-db", str(tmp_path / "answers.db"), "--timeout", "60"],
             capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
@@ -488,7 +489,8 @@ def test_redirects_are_followed_within_the_endpoints_host_only(serve_http: Any) 
         refused = away.query("SELECT ?v WHERE { ?s ?p ?v }")
     assert refused.outcome is Outcome.UNREACHABLE and "\n" not in refused.message
     assert refused.message == (
-        "the endpoint redirected to another host (127.0.0.2); only redirects within 127.0.0.1 are followed"
+        f"the endpoint redirected to another origin ({canary.url}); only redirects within {endpoint.url} are "
+        "followed (SPARQLNAV_ALLOWED_REDIRECTS allows others)"
     )
     assert canary.seen == []
     with RemoteEndpoint(endpoint.url + "/old", http=HttpOptions(retries=0)) as moved:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from mcp import Client
 
+from bare_oxigraph import BareOxigraph
 from sparqlnav.answer import Answer
 from sparqlnav.cancel import RunCancelled
 from sparqlnav.faces.http import ServeConfig, background, create_app
@@ -325,7 +326,17 @@ def _federated(url: str) -> str:
 def test_service_allows_only_this_runs_graphs_by_default(settings: Settings, tiny: KnowledgeGraph, tmp_path: Path) -> None:  # noqa: F811
     other = tmp_path / "other.ttl"
     other.write_text(f"<{EX}x> <{EX}y> <{EX}z> .\n", encoding="utf-8")
-    peer = tiny.endpoint.url  # a real SPARQL endpoint (the small graph's own server) to federate with
+    # a real SPARQL endpoint over HTTP to federate with: the small graph's store served by a plain Oxigraph (a
+    # graph's own engine is reachable only through its private socket)
+    bare = BareOxigraph(tiny.endpoint.info.data_dir)  # type: ignore[attr-defined]
+    peer = bare.ensure_running()
+    try:
+        _federate(settings, other, peer)
+    finally:
+        bare.stop()
+
+
+def _federate(settings: Settings, other: Path, peer: str) -> None:
     with open_kg(str(other), settings) as graph:
         wikidata = graph.endpoint.query(_federated(settings.wikidata.sparql))
         assert wikidata.outcome is Outcome.REFUSED

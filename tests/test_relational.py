@@ -16,6 +16,7 @@ import pytest
 
 from postgres import Postgres
 from scripted_llm import Call, Reply, ScriptedLLM
+from sparqlnav.answer import run_question
 from sparqlnav.graph.direct_mapping import canonical_decimal, canonical_double, iri_safe
 from sparqlnav.graph.kg import KGError, KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
@@ -203,7 +204,9 @@ def test_literal_forms_and_iri_escapes() -> None:
 def test_sqlite_direct_mapping_counts_links_and_datatypes(tmp_path: Path) -> None:
     db = make_sqlite(tmp_path / "company.db")
     with open_kg(f"sqlite://{db}", home_settings(tmp_path)) as kg:
-        assert kg.name == "company.db" and "from the SQLite database" in kg.description
+        assert kg.name == "company.db" and "answered in SQL, copied into a graph only for SPARQL" in kg.description
+        kg.sparql_ready()  # what a SPARQL strategy does first: the database's mapped copy
+        assert "from the SQLite database" in kg.description
         assert_direct_mapping(kg)
         # Prefixes read as the database does: tables as db: classes, columns under their table's name.
         assert kg.prefixes.compact(f"{BASE}employees") == "db:employees"
@@ -263,7 +266,7 @@ def test_explore_prompt_names_the_tables(scripted_llm: ScriptedLLM, tmp_path: Pa
     config = LLMConfig(model="scripted-model", base_url=scripted_llm.base_url, api_key="k", timeout_s=10,
                        max_retries=0, retry_backoff_s=0)
     with open_kg(f"sqlite://{db}", settings) as kg, create_explore(config, digests=Digests(), settings=settings) as explore:
-        answer = explore.run("How many employees are there?", kg, Trace())
+        answer = run_question(explore, "How many employees are there?", kg, Trace())
     assert answer.status == "answered"
     system = scripted_llm.requests[0]["messages"][0]["content"]
     assert "- db:employees (5): " in system and "employees:ref-manager_id → db:employees" in system
@@ -322,6 +325,7 @@ def postgres() -> Iterator[str]:
 @pytest.mark.slow
 def test_postgresql_direct_mapping_matches_sqlite(postgres: str, tmp_path: Path) -> None:
     with open_kg(postgres, home_settings(tmp_path)) as kg:
+        kg.sparql_ready()  # what a SPARQL strategy does first: the database's mapped copy
         assert kg.name == postgres and "from the PostgreSQL database" in kg.description
         assert_direct_mapping(kg)
     ask_counts_employees(postgres, tmp_path / "home")

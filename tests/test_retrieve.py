@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bare_oxigraph import BareOxigraph
 from scripted_llm import Reply, ScriptedLLM
 from sparqlnav.datasets import load_questions
 from sparqlnav.evaluation.runner import ExampleSplits
@@ -188,7 +189,10 @@ def test_federation_checks_service_blocks_and_runs_where_the_query_says(
         encoding="utf-8",
     )
     with open_kg(str(partner_ttl), settings) as partner:
-        url = partner.endpoint.url
+        # the partner as another server would offer it, over HTTP (a graph's own engine is reachable only through
+        # its private socket)
+        bare = BareOxigraph(partner.endpoint.info.data_dir)  # type: ignore[attr-defined]
+        url = bare.ensure_running()
         partner_schema = kg_schema(partner)
         budget = Example(id="fin-1", question="What is the budget of each department?", endpoint=url,
                          query="PREFIX fin: <http://finance.example/>\nSELECT ?dept ?amount WHERE { ?b a fin:Budget ; fin:department ?dept ; fin:amount ?amount }")
@@ -210,6 +214,7 @@ def test_federation_checks_service_blocks_and_runs_where_the_query_says(
             strategy = create(config(scripted_llm), index=index, schema=schema, schemas={url: partner_schema},
                               settings=settings)
             answer = strategy.run("What is the budget of the Marketing department?", ck25, Trace())
+        bare.stop()
 
     prompt = system_of(scripted_llm.requests[1])
     assert f"# endpoint: {url}" in prompt  # the prompt says which endpoint each example targets

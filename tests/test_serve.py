@@ -426,9 +426,8 @@ def test_text2sparql_returns_the_query_without_label_columns(
     assert scripted_llm.problems == [] and scripted_llm.remaining == 0
 
 
-def _client_ask(questions: Path, url: str, db: Path) -> tuple[list[dict[str, Any]], list[tuple[str, Any, Any]]]:
+def _client_ask(exe: Path, questions: Path, url: str, db: Path) -> tuple[list[dict[str, Any]], list[tuple[str, Any, Any]]]:
     """Run the challenge's own client (`text2sparql ask`) and read what it stored."""
-    exe = Path(sys.executable).parent / "text2sparql"
     res = subprocess.run(
         [str(exe), "ask", str(questions), url, "--answers-db", str(db), "--timeout", "120"],
         capture_output=True, text=True, timeout=900, check=False,
@@ -441,7 +440,7 @@ def _client_ask(questions: Path, url: str, db: Path) -> tuple[list[dict[str, Any
 
 
 def test_the_challenge_client_gets_an_answer_for_every_question(
-    settings: Settings, tiny: KnowledgeGraph, tmp_path: Path
+    settings: Settings, tiny: KnowledgeGraph, tmp_path: Path, text2sparql_client: Path
 ) -> None:
     questions = tmp_path / "questions.yml"
     questions.write_text(
@@ -451,7 +450,7 @@ def test_the_challenge_client_gets_an_answer_for_every_question(
         encoding="utf-8",
     )
     with background(app_for(settings, tiny, strategy="lexical")) as url:
-        printed, rows = _client_ask(questions, url + "/text2sparql", tmp_path / "answers.db")
+        printed, rows = _client_ask(text2sparql_client, questions, url + "/text2sparql", tmp_path / "answers.db")
     assert [p["qname"] for p in printed] == ["tiny:1-en", "tiny:2-en", "tiny:2-de"]
     assert all(p["dataset"] == DATASET and p["query"] for p in printed)
     assert len(rows) == 3 and all(resp is not None and exc is None for _, resp, exc in rows)
@@ -461,11 +460,13 @@ def test_the_challenge_client_gets_an_answer_for_every_question(
 
 @pytest.mark.slow
 @pytest.mark.data
-def test_the_challenge_client_on_ck25(settings: Settings, data_dir: Path, tmp_path: Path) -> None:
+def test_the_challenge_client_on_ck25(
+    settings: Settings, data_dir: Path, tmp_path: Path, text2sparql_client: Path
+) -> None:
     questions = data_dir / "ck25" / "questions.yml"
     config = {"kgs": {"ck25": str(data_dir / "ck25" / "prod-inst.ttl")}, "strategy": "lexical"}
     with background(create_app(settings, ServeConfig(**config))) as url:
-        printed, rows = _client_ask(questions, url + "/text2sparql", tmp_path / "answers.db")
+        printed, rows = _client_ask(text2sparql_client, questions, url + "/text2sparql", tmp_path / "answers.db")
     assert len(printed) == 50 and len(rows) == 50
     assert all(resp is not None and exc is None for _, resp, exc in rows)
     assert sum(1 for p in printed if p["query"].strip()) >= 40  # most questions get a query, not just a reply

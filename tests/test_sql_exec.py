@@ -137,7 +137,7 @@ def test_sqlite_caps_cut_rows_and_bytes(sqlite_db: Database) -> None:
     assert cut.truncated and len(cut.rows) == 1200 and cut.rows[-1] == (1200,)
     whole = run_sql(sqlite_db, many, timeout_s=5, max_rows=5000, max_bytes=1_000_000)
     assert not whole.truncated and len(whole.rows) == 5000  # exactly the cap: nothing was cut
-    wide = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) SELECT printf('%.1000c', 'x') FROM n"
+    wide = f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) SELECT '{'x' * 1000}' FROM n"
     by_bytes = run_sql(sqlite_db, wide, timeout_s=5, max_rows=1000, max_bytes=10_000)
     assert by_bytes.truncated and len(by_bytes.rows) == 9  # 1,001 bytes a row
 

@@ -13,9 +13,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from bare_oxigraph import BareOxigraph
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import open_kg
-from sparqlnav.graph.store import OxigraphServer, ensure_store, rdf_files
+from sparqlnav.graph.store import ensure_store, rdf_files
 from sparqlnav.settings import Settings
 from sparqlnav.tools.lookup import entity, resolve, search
 
@@ -55,7 +56,7 @@ class _MediaWiki(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def wikidata(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
     home = tmp_path_factory.mktemp("wd")
-    sparql = OxigraphServer(ensure_store(rdf_files(FIXTURES / "q42.ttl"), home / "stores").data_dir)
+    sparql = BareOxigraph(ensure_store(rdf_files(FIXTURES / "q42.ttl"), home / "stores").data_dir)
     sparql.ensure_running()
     api = ThreadingHTTPServer(("127.0.0.1", 0), _MediaWiki)
     threading.Thread(target=api.serve_forever, daemon=True).start()

@@ -103,6 +103,8 @@ def run_question(
             summary=context.summary(),
         )
     try:
+        if not getattr(strategy, "in_sql", False):
+            kg.sparql_ready()  # a database's graph copy, made now for a strategy that writes SPARQL
         return strategy.run(question, kg, trace, context)
     finally:
         trace.finish()

@@ -86,7 +86,8 @@ class Handover:
 
     def to_prompt(self) -> str:
         """The handover as a block of text for a prompt."""
-        lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason}."]
+        # The reason may be a model's sentence with its own full stop: one stop, not "..".
+        lines = [f"An earlier attempt ({self.strategy}) was not trusted: {self.reason.rstrip().rstrip('.')}."]
         if self.entities:
             # Not "It linked": relay players took a distrusted query's links (an icon for "manager", the department
             # Production for "product") as found facts.
@@ -100,8 +101,9 @@ class Handover:
             lines.append(self.rows)
             # Rows were returned: the query ran; what is wrong is what the reason says, not that it "failed".
             lines.append("Use what is right in it and change what the reason above points at.")
-        else:
+        elif self.sparql:
             lines.append("Use what is right in it; do not repeat what failed.")
+        # No query shown: there is nothing to reuse (relay players were told to "use what is right in it").
         return "\n".join(lines)
 
 

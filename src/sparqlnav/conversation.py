@@ -16,7 +16,12 @@ from typing import Any, Protocol
 
 from sparqlnav.context import RunContext, Turn
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.settings import CONVERSATION_MAX_BYTES, CONVERSATION_MAX_TURNS, Settings
+from sparqlnav.settings import (
+    CONVERSATION_MAX_BYTES,
+    CONVERSATION_MAX_PER_CLIENT,
+    CONVERSATION_MAX_TURNS,
+    Settings,
+)
 
 __all__ = [
     "CONTEXT_CHARS",
@@ -26,6 +31,7 @@ __all__ = [
     "ConversationRefused",
     "ConversationStore",
     "Conversations",
+    "begun",
     "check_bounds",
     "dropped_note",
     "edit_turn",
@@ -37,6 +43,7 @@ _ID_CHARS = frozenset("0123456789abcdef")
 _MAX_ID_CHARS = 64  # ids are 32 hex digits; a longer one is no id (and would be too long a file name)
 MAX_TURNS = CONVERSATION_MAX_TURNS  # the bounds' defaults are the settings' (one owner)
 MAX_BYTES = CONVERSATION_MAX_BYTES
+MAX_PER_CLIENT = CONVERSATION_MAX_PER_CLIENT
 
 
 def _size(turn: Turn) -> int:
@@ -76,6 +83,7 @@ class Conversation:
 
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     owner: str | None = None  # who may use it (a digest of the client's token), None when auth is off
+    client: str | None = None  # who started it (the client's address, or its owner): bounds what one client keeps
     created: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.time)
     turns: list[Turn] = field(default_factory=list)
@@ -130,6 +138,7 @@ class Conversation:
         return {
             "id": self.id,
             "owner": self.owner,
+            "client": self.client,
             "created": self.created,
             "last_used": self.last_used,
             "dropped": self.dropped,
@@ -142,6 +151,7 @@ class Conversation:
         return cls(
             id=str(data["id"]),
             owner=data.get("owner"),
+            client=data.get("client"),
             created=float(data["created"]),
             last_used=float(data["last_used"]),
             turns=[Turn(**t) for t in data.get("turns", [])],
@@ -157,10 +167,18 @@ def dropped_note(conversation: Conversation, max_turns: int, max_bytes: int) -> 
     return f"{first} dropped: a conversation keeps its latest {max_turns} turns within {max_bytes // 1024} KiB"
 
 
-def check_bounds(max_count: int, ttl_s: float, max_turns: int, max_bytes: int) -> None:
+def check_bounds(max_count: int, ttl_s: float, max_turns: int, max_bytes: int, max_per_client: int = 1) -> None:
     """Refuse bounds no conversation store can keep (every store, in the process or shared, checks the same)."""
-    if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1:
-        raise ValueError("a conversation store needs max_count, max_turns, max_bytes >= 1 and ttl_s > 0")
+    if max_count < 1 or ttl_s <= 0 or max_turns < 1 or max_bytes < 1 or max_per_client < 1:
+        raise ValueError(
+            "a conversation store needs max_count, max_per_client, max_turns, max_bytes >= 1 and ttl_s > 0"
+        )
+
+
+def begun(owner: str | None, client: str | None, now: float) -> Conversation:
+    """A new conversation, not kept yet: a store keeps it with its first turn, so a request that fails before it
+    has one (a bad `refine`, a refused edit, a failed run) takes no place from anybody else's."""
+    return Conversation(owner=owner, client=client or owner, created=now, last_used=now)
 
 
 class Conversations(Protocol):
@@ -174,6 +192,10 @@ class Conversations(Protocol):
 
     def create(self, owner: str | None = None) -> Conversation:
         """A new, empty conversation, kept."""
+        ...
+
+    def begin(self, owner: str | None = None, client: str | None = None) -> Conversation:
+        """A new conversation for `client`, kept only from its first turn on (`add_turn`)."""
         ...
 
     def get(self, ident: str, owner: str | None = None) -> Conversation:
@@ -195,7 +217,8 @@ class Conversations(Protocol):
 
 class ConversationStore:
     """At most `max_count` conversations, each kept `ttl_s` after its last use; the least recently used goes
-    first. Each keeps its latest `max_turns` turns within `max_bytes`. With `directory`, each is also written there
+    first, and one client keeps at most `max_per_client` (its own least recently used go first, so one client
+    cannot push out another's). Each keeps its latest `max_turns` turns within `max_bytes`. With `directory`, each is also written there
     as JSON (and read back after a restart); files follow the same bounds. Thread-safe."""
 
     def __init__(
@@ -207,9 +230,11 @@ class ConversationStore:
         *,
         max_turns: int = MAX_TURNS,
         max_bytes: int = MAX_BYTES,
+        max_per_client: int = MAX_PER_CLIENT,
     ) -> None:
-        check_bounds(max_count, ttl_s, max_turns, max_bytes)
+        check_bounds(max_count, ttl_s, max_turns, max_bytes, max_per_client)
         self.max_count = max_count
+        self.max_per_client = max_per_client
         self.ttl_s = ttl_s
         self.max_turns = max_turns
         self.max_bytes = max_bytes
@@ -226,7 +251,10 @@ class ConversationStore:
         """The store the settings describe (on disk under the home when SPARQLNAV_CONVERSATIONS=disk)."""
         part = settings.conversations
         directory = settings.paths.home / "conversations" if part.on_disk else None
-        return cls(part.max_count, part.ttl_s, directory, max_turns=part.max_turns, max_bytes=part.max_bytes)
+        return cls(
+            part.max_count, part.ttl_s, directory, max_turns=part.max_turns, max_bytes=part.max_bytes,
+            max_per_client=part.max_per_client,
+        )
 
     def __len__(self) -> int:
         with self._lock:
@@ -238,6 +266,10 @@ class ConversationStore:
         conversation = Conversation(owner=owner, created=now, last_used=now)
         self.save(conversation)
         return conversation
+
+    def begin(self, owner: str | None = None, client: str | None = None) -> Conversation:
+        """A new conversation for `client`, kept only from its first turn on (`add_turn`)."""
+        return begun(owner, client, self.clock())
 
     def get(self, ident: str, owner: str | None = None) -> Conversation:
         """The conversation called `ident`, if `owner` may use it. Raises ConversationNotFound or
@@ -265,7 +297,7 @@ class ConversationStore:
             self._items.move_to_end(conversation.id)
             self._write(conversation)
             self._expire()
-            self._bound()
+            self._bound(conversation)
 
     def add_turn(self, conversation: Conversation, turn: Turn) -> int:
         """Append a turn to a kept conversation and save it; the turn's number."""
@@ -287,7 +319,11 @@ class ConversationStore:
                 break
             self._drop(ident)
 
-    def _bound(self) -> None:
+    def _bound(self, saved: Conversation | None = None) -> None:
+        if saved is not None and saved.client is not None:
+            mine = [ident for ident, c in self._items.items() if c.client == saved.client]  # oldest first
+            for ident in mine[: max(0, len(mine) - self.max_per_client)]:
+                self._drop(ident)
         while len(self._items) > self.max_count:
             self._drop(next(iter(self._items)))
 

@@ -10,6 +10,7 @@ followed wherever it leads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -88,3 +89,13 @@ def describe_outside(outside: Iterable[Outside]) -> list[str]:
 
 
 __all__ = ["Outside", "describe_outside", "files_under"]
+
+
+def make_private(path: Path) -> None:
+    """Create `path` if needed and leave it to its owner alone (0700, whatever the umask): everything sparqlnav keeps
+    under its home (stores copied from a 0600 database, engine logs, indexes, conversations) is then out of other
+    local users' reach, whatever the modes of the files inside. A folder of another user is left as it is."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        if path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o700)

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sparqlnav.errors import SparqlnavError
-from sparqlnav.graph.endpoint import USER_AGENT, Limits, as_mapping
+from sparqlnav.graph.endpoint import USER_AGENT, HttpOptions, Limits, as_mapping
 from sparqlnav.llm import LLMConfig, load_prices
+from sparqlnav.redirects import origin
 
 __all__ = [
     "VARIABLES",
@@ -35,6 +36,7 @@ __all__ = [
 # 99 KB edit per turn made a 17.7 MB file, rewritten on every turn).
 CONVERSATION_MAX_TURNS = 50
 CONVERSATION_MAX_BYTES = 512 * 1024
+CONVERSATION_MAX_PER_CLIENT = 100  # one client's conversations (a tenth of the default count): its own oldest go first
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -49,7 +51,9 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("remote", "user_agent"): ("SPARQLNAV_USER_AGENT",),
     ("remote", "headers"): ("SPARQLNAV_HEADERS",),
     ("remote", "allowed_services"): ("SPARQLNAV_ALLOWED_SERVICES",),
+    ("remote", "allowed_redirects"): ("SPARQLNAV_ALLOWED_REDIRECTS",),
     ("remote", "name_index_max_triples"): ("SPARQLNAV_NAME_INDEX_MAX_TRIPLES",),
+    ("databases", "copy_max_rows"): ("SPARQLNAV_DB_COPY_MAX_ROWS",),
     ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
     ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
     ("llm", "base_url"): ("OPENAI_BASE_URL",),
@@ -82,6 +86,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("serve", "state_url"): ("SPARQLNAV_STATE_URL",),
     ("conversations", "keep"): ("SPARQLNAV_CONVERSATIONS",),
     ("conversations", "max_count"): ("SPARQLNAV_CONVERSATIONS_MAX",),
+    ("conversations", "max_per_client"): ("SPARQLNAV_CONVERSATIONS_PER_CLIENT",),
     ("conversations", "ttl_s"): ("SPARQLNAV_CONVERSATIONS_TTL",),
     ("conversations", "max_turns"): ("SPARQLNAV_CONVERSATIONS_TURNS",),
     ("conversations", "max_bytes"): ("SPARQLNAV_CONVERSATIONS_BYTES",),
@@ -122,12 +127,22 @@ class PathSettings(_Part):
         return self.home / "stores"
 
 
+class DatabaseSettings(_Part):
+    """How relational databases are answered: in SQL where they live; copied into a graph only for SPARQL."""
+
+    # Rows (all tables, the catalogue's counts) up to which a database is copied into a graph store when a SPARQL
+    # strategy asks for it (the copy runs at about 4,000 rows a second); above it the copy is refused in one line.
+    copy_max_rows: int = Field(default=100_000, ge=0)
+
+
 class RemoteSettings(_Part):
     """How remote SPARQL endpoints are called."""
 
     user_agent: str = USER_AGENT
     headers: dict[str, str] = Field(default_factory=dict)
     allowed_services: tuple[str, ...] = ()
+    # Origins (scheme://host[:port]) an endpoint's redirect may lead to besides its own; never from https to http.
+    allowed_redirects: tuple[str, ...] = ()
     # Endpoints up to this size get their names downloaded into a local index; larger ones are searched in place.
     name_index_max_triples: int = Field(default=5_000_000, ge=0)
 
@@ -146,6 +161,19 @@ class RemoteSettings(_Part):
     @classmethod
     def _services(cls, value: Any) -> Any:
         return _words(value)
+
+    @field_validator("allowed_redirects", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        for url in _words(value) or ():
+            origin(url)  # ValueError: the message names the entry that is no origin
+        return _words(value)
+
+    def http(self) -> HttpOptions:
+        """How a remote endpoint is called: user agent, headers and the redirects it may follow."""
+        return HttpOptions(
+            user_agent=self.user_agent, headers=dict(self.headers), allowed_redirects=self.allowed_redirects
+        )
 
 
 class WikidataSettings(_Part):
@@ -228,6 +256,7 @@ class ConversationSettings(_Part):
 
     keep: Literal["memory", "disk"] = "memory"
     max_count: int = Field(default=1000, ge=1)
+    max_per_client: int = Field(default=CONVERSATION_MAX_PER_CLIENT, ge=1)
     ttl_s: float = Field(default=86_400.0, gt=0, allow_inf_nan=False)  # after the last use
     max_turns: int = Field(default=CONVERSATION_MAX_TURNS, ge=1)
     max_bytes: int = Field(default=CONVERSATION_MAX_BYTES, ge=1024)
@@ -327,6 +356,7 @@ class Settings(BaseSettings):
     paths: PathSettings
     limits: Limits = Field(default_factory=Limits)
     remote: RemoteSettings = Field(default_factory=RemoteSettings)
+    databases: DatabaseSettings = Field(default_factory=DatabaseSettings)
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
     llm: LLMConfig | None = None  # None: no LLM configured (a normal state; `lexical` needs none)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

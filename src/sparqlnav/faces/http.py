@@ -167,6 +167,7 @@ class RequestGuard:
         peer = (scope.get("client") or ("?", 0))[0]
         forwarded = headers.get(b"x-forwarded-for")
         client = client_address(peer, forwarded.decode("latin-1") if forwarded else None, self.proxies)
+        scope.setdefault("state", {})["client"] = client  # request.state.client: whose conversations a run keeps
         status = 0
         cut = False  # the body ran past the limit: whatever the app says, the answer is 413
 

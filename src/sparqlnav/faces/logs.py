@@ -6,6 +6,13 @@ import logging
 import time
 from enum import StrEnum
 
+from sparqlnav.faces.output import terminal_safe
+
+
+def printable(text: str) -> str:
+    """`text` as one line a terminal shows as it is: newlines, ESC and bidi controls written as escapes."""
+    return terminal_safe(text, lines=False)
+
 
 class LogFormat(StrEnum):
     """How `serve` writes its logs."""
@@ -21,8 +28,9 @@ class ReadableFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Render the record."""
         fields = getattr(record, "fields", None) or {}
-        extra = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and v != "")
-        line = f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.levelname.lower():<7} {record.getMessage()}"
+        # Request paths and other fields come from clients: escaped, so no one writes lines or codes into the log.
+        extra = " ".join(f"{k}={printable(str(v))}" for k, v in fields.items() if v is not None and v != "")
+        line = f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.levelname.lower():<7} {printable(record.getMessage())}"
         line += f"  {extra}" if extra else ""
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)

@@ -239,7 +239,7 @@ def create_mcp_server(
             except StrategyUnavailable as exc:
                 raise ToolError(str(exc)) from None
             try:
-                talk = store.get(conversation, owner) if conversation else store.create(owner)
+                talk = store.get(conversation, owner) if conversation else store.begin(owner)
             except ConversationError as exc:
                 raise ToolError(str(exc)) from None
             trace = Trace()

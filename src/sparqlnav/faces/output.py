@@ -66,7 +66,7 @@ def chosen_format(
 
 def write_json(data: Any) -> None:
     """One JSON object on one line of stdout."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    emit(json.dumps(data, ensure_ascii=False, default=str) + "\n")
 
 
 def records_csv(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -89,7 +89,7 @@ def _cell(value: Any) -> str:
 
 def write_records(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """Flat records as CSV on stdout."""
-    sys.stdout.write(records_csv(records, columns))
+    emit(records_csv(records, columns))
 
 
 def is_graph(form: QueryForm | None) -> bool:
@@ -149,20 +149,30 @@ def write_result(
     if fmt is OutputFormat.json:
         write_json(table.to_sparql_json())
     elif fmt is OutputFormat.csv:
-        sys.stdout.write(table.to_csv(labels))
+        emit(table.to_csv(labels))
     elif fmt in RDF_FORMATS:
-        sys.stdout.write(rdf_text(table, fmt, prefixes))
+        emit(rdf_text(table, fmt, prefixes))
     else:
         raise FormatError("tables for people are drawn by the verb itself")
 
 
-# C0 and C1 control characters but newline and tab: ESC sequences in data could clear or rewrite the screen.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a terminal acts on rather than shows: C0 and C1 control characters (ESC sequences could clear or rewrite the
+# screen) and the bidirectional controls that reorder what follows them (U+202E shows "exe.txt" for "txt.exe").
+# Newline and tab are kept where text may have lines (cells, CSV), escaped where it may not (log lines).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def terminal_safe(text: str) -> str:
-    """Text from data with its control characters written as escapes (ESC → \\x1b), so it cannot drive a terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def terminal_safe(text: str, *, lines: bool = True) -> str:
+    """Text from data with what a terminal would act on written as escapes (ESC → \\x1b, U+202E → \\u202e), so it
+    cannot drive a terminal; with `lines=False` newlines and tabs too (one log line stays one line)."""
+    pattern = _CONTROL if lines else _CONTROL_OR_BREAK
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def emit(text: str) -> None:
+    """Machine output (CSV, JSON, RDF) on stdout: as it is into a pipe or file, made terminal-safe on a terminal."""
+    sys.stdout.write(terminal_safe(text) if sys.stdout.isatty() else text)
 
 
 def cell(text: str) -> Text:

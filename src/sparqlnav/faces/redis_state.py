@@ -6,6 +6,7 @@ need not agree. Keys start with `sparqlnav:`; two deployments on one Redis use t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -17,11 +18,13 @@ from sparqlnav.context import Turn
 from sparqlnav.conversation import (
     _MAX_ID_CHARS,
     MAX_BYTES,
+    MAX_PER_CLIENT,
     MAX_TURNS,
     Conversation,
     ConversationNotFound,
     ConversationRefused,
     Conversations,
+    begun,
     check_bounds,
     dropped_note,
 )
@@ -146,7 +149,8 @@ class RedisSlots:
 
 class RedisConversations:
     """Conversations as JSON values in Redis, with the in-process store's bounds: `max_count` (least recently used
-    out first), `ttl_s` after the last use (Redis expires the value), `max_turns` turns within `max_bytes`."""
+    out first), `max_per_client` (a client's own least recently used out first), `ttl_s` after the last use (Redis
+    expires the value), `max_turns` turns within `max_bytes`."""
 
     def __init__(
         self,
@@ -156,9 +160,11 @@ class RedisConversations:
         ttl_s: float = 86_400.0,
         max_turns: int = MAX_TURNS,
         max_bytes: int = MAX_BYTES,
+        max_per_client: int = MAX_PER_CLIENT,
     ) -> None:
-        check_bounds(max_count, ttl_s, max_turns, max_bytes)
+        check_bounds(max_count, ttl_s, max_turns, max_bytes, max_per_client)
         self.max_count = max_count
+        self.max_per_client = max_per_client
         self.ttl_s = ttl_s
         self.max_turns = max_turns
         self.max_bytes = max_bytes
@@ -167,6 +173,10 @@ class RedisConversations:
 
     def _key(self, ident: str) -> str:
         return f"{PREFIX}conversation:{ident}"
+
+    def _client_key(self, client: str) -> str:
+        # hashed: an address or owner digest of any length becomes a short, safe key
+        return f"{PREFIX}client-conversations:{hashlib.sha256(client.encode()).hexdigest()[:32]}"
 
     def __len__(self) -> int:
         try:
@@ -180,6 +190,10 @@ class RedisConversations:
         conversation = Conversation(owner=owner, created=now, last_used=now)
         self.save(conversation)
         return conversation
+
+    def begin(self, owner: str | None = None, client: str | None = None) -> Conversation:
+        """A new conversation for `client`, kept only from its first turn on (`add_turn`)."""
+        return begun(owner, client, time.time())
 
     def get(self, ident: str, owner: str | None = None) -> Conversation:
         """The conversation called `ident`, if `owner` may use it."""
@@ -205,7 +219,7 @@ class RedisConversations:
             with self._client.pipeline() as pipe:
                 self._write(pipe, conversation)
                 pipe.execute()
-            self._bound()
+            self._bound(conversation)
         except redis.RedisError as exc:
             raise _unavailable(exc) from None
 
@@ -229,7 +243,7 @@ class RedisConversations:
 
         try:
             self._client.transaction(append, key)
-            self._bound()
+            self._bound(conversation)
         except redis.RedisError as exc:
             raise _unavailable(exc) from None
         return number
@@ -242,10 +256,25 @@ class RedisConversations:
         # ASCII-escaped JSON, as on disk: a lone surrogate from a graph's data survives.
         pipe.set(self._key(conversation.id), json.dumps(conversation.to_json()), px=int(self.ttl_s * 1000))
         pipe.zadd(self._recent, {conversation.id: conversation.last_used})
+        if conversation.client is not None:
+            mine = self._client_key(conversation.client)
+            pipe.zadd(mine, {conversation.id: conversation.last_used})
+            pipe.pexpire(mine, int(self.ttl_s * 1000))
 
-    def _bound(self) -> None:
-        """Forget expired ids, and drop the least recently used beyond the count."""
-        self._client.zremrangebyscore(self._recent, "-inf", time.time() - self.ttl_s)
+    def _bound(self, saved: Conversation | None = None) -> None:
+        """Forget expired ids, drop the saving client's least recently used beyond its bound, and the least recently
+        used beyond the count."""
+        cutoff = time.time() - self.ttl_s
+        if saved is not None and saved.client is not None:
+            mine = self._client_key(saved.client)
+            self._client.zremrangebyscore(mine, "-inf", cutoff)
+            extra = int(self._client.zcard(mine)) - self.max_per_client
+            if extra > 0:
+                own: list[tuple[bytes, float]] = self._client.zpopmin(mine, extra)  # type: ignore[assignment]
+                if own:
+                    self._client.zrem(self._recent, *(ident for ident, _ in own))
+                    self._client.delete(*(self._key(ident.decode()) for ident, _ in own))
+        self._client.zremrangebyscore(self._recent, "-inf", cutoff)
         extra = int(self._client.zcard(self._recent)) - self.max_count
         if extra > 0:
             popped: list[tuple[bytes, float]] = self._client.zpopmin(self._recent, extra)  # type: ignore[assignment]
@@ -283,7 +312,7 @@ class RedisState:
         part = settings.conversations
         return RedisConversations(
             self._client, max_count=part.max_count, ttl_s=part.ttl_s, max_turns=part.max_turns,
-            max_bytes=part.max_bytes,
+            max_bytes=part.max_bytes, max_per_client=part.max_per_client,
         )
 
     def limiter(self, name: str, per_minute: float) -> Limiter:

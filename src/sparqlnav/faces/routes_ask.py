@@ -75,7 +75,9 @@ def _conversation(service: Service, body: AskRequest, request: Request) -> tuple
     owner = request_owner(service, request)
     try:
         edit = service.check_query(body.sparql, "sparql") if body.sparql and body.sparql.strip() else None
-        talk = store.get(body.conversation, owner) if body.conversation else store.create(owner)
+        # A new conversation is kept with its first turn: a request refused here keeps nothing (issue 39).
+        client = getattr(request.state, "client", None)
+        talk = store.get(body.conversation, owner) if body.conversation else store.begin(owner, client)
         context = talk.context(body.refine)  # checked before the edit is kept
         if edit is not None:
             store.add_turn(talk, edit_turn(edit))

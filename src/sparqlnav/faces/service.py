@@ -40,6 +40,7 @@ from sparqlnav.settings import Settings
 from sparqlnav.tools.registry import TOOLKIT_TOOLS, Registry, Tool
 from sparqlnav.tools.starters import StarterQuestions
 from sparqlnav.trace import Event, Trace
+from sparqlnav.urls import shown_url
 
 if TYPE_CHECKING:
     from sparqlnav.faces.mcp import McpTools
@@ -123,7 +124,7 @@ def kg_name(spec: str) -> str:
     if spec in ("", "demo", "wikidata"):
         return spec or "demo"
     if spec.startswith(("http://", "https://")):
-        return spec
+        return shown_url(spec)  # a name is shown everywhere: never with a password
     return Path(spec).expanduser().name or spec
 
 

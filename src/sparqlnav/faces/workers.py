@@ -1,23 +1,29 @@
-"""`serve --workers N`: N server processes accepting on one port, started and kept alive by uvicorn's own process
-manager (`uvicorn.supervisors.Multiprocess`: a worker that dies or hangs is replaced, SIGTERM/SIGINT stop them
-all). Runs are threads, so one process computes on one core at a time under the GIL; processes use them all.
+"""`serve --workers N`: N server processes accepting on one port, started and kept alive by gunicorn through its
+documented custom-application API (`BaseApplication`), each running uvicorn through uvicorn's worker class for
+gunicorn (`uvicorn-worker`): a worker that dies or hangs is replaced, SIGTERM/SIGINT stop them all. Public APIs
+only: an earlier version drove uvicorn's internal `supervisors.Multiprocess`, whose signature changed in a later
+uvicorn and broke `--workers` on a fresh install (issue 38). Runs are threads, so one process computes on one core
+at a time under the GIL; processes use them all.
 
-Each worker builds its own app in its own process (`worker_app`, handed to uvicorn as a picklable factory, since
-the spawned processes cannot share objects), with the state store the settings name: several workers need a
-shared one (SPARQLNAV_STATE_URL), or conversations and rate limits would be per worker.
+Each worker builds its own app after the fork (`worker_app`, gunicorn's `load`), with the state store the settings
+name: several workers need a shared one (SPARQLNAV_STATE_URL), or conversations and rate limits would be per worker.
 
-What is built from a graph is built once, by the supervising process, before any worker starts (`prepare_graphs`):
-a local file's store and name index, a remote endpoint's probe, each graph's retrieval index. A local store's
-engine is started there too and kept (`graph/keeper`: one engine per store and configuration, found through the
-state file in the store's folder), so every worker's queries go to that one engine rather than each worker
-loading the data into an engine of its own."""
+What is built from a graph is built once, before any worker starts (`prepare_graphs`, in a process of its own): a
+local file's store and name index, a remote endpoint's probe, each graph's retrieval index. A local store's engine
+is started there too and kept (`graph/keeper`: one engine per store and configuration, found through the state
+file in the store's folder), so every worker's queries go to that one engine rather than each worker loading the
+data into an engine of its own."""
 
 from __future__ import annotations
 
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from gunicorn.app.base import BaseApplication
+from uvicorn_worker import UvicornWorker
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.service import KGPool, ServeConfig
@@ -106,28 +112,50 @@ def serve_workers(
     graceful_s: int = 5,
 ) -> None:
     """Serve on `config.host`:`port` with `workers` processes until SIGINT or SIGTERM."""
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-
     check_workers(workers, settings)
-    uv = uvicorn.Config(
-        functools.partial(worker_app, settings, config, log_level, readable),
-        factory=True,
-        host=config.host,
-        port=port,
-        workers=workers,
-        log_config=None,
-        access_log=False,
-        ws="none",
-        timeout_graceful_shutdown=graceful_s,
-        proxy_headers=False,  # the server reads X-Forwarded-For itself, from trusted proxies only
-    )
     logging.getLogger("sparqlnav.faces.http").info(
         "workers", extra={"fields": {"workers": workers, "port": port}}
     )
     _prepared_apart(settings, config, log_level, readable)
-    sock = uv.bind_socket()
-    try:
-        Multiprocess(uv, target=uvicorn.Server(config=uv).run, sockets=[sock]).run()
-    finally:
-        sock.close()
+    _Workers(functools.partial(worker_app, settings, config, log_level, readable), {
+        "bind": f"[{config.host}]:{port}" if ":" in config.host else f"{config.host}:{port}",
+        "workers": workers,
+        "worker_class": "sparqlnav.faces.workers.QuietUvicornWorker",
+        "graceful_timeout": graceful_s,
+        "timeout": 120,  # a worker whose event loop is silent this long is replaced (runs are threads)
+        "accesslog": None,  # the request guard logs each request itself
+        "errorlog": "-",
+        "loglevel": log_level.lower(),
+        "proc_name": "sparqlnav",
+    }).run()
+
+
+class QuietUvicornWorker(UvicornWorker):
+    """uvicorn's worker for gunicorn, configured as `serve` configures uvicorn in one process."""
+
+    CONFIG_KWARGS: ClassVar[dict[str, Any]] = {
+        "loop": "auto",
+        "http": "auto",
+        "ws": "none",
+        "access_log": False,
+        "proxy_headers": False,  # the server reads X-Forwarded-For itself, from trusted proxies only
+        "timeout_graceful_shutdown": 5,
+    }
+
+
+class _Workers(BaseApplication):
+    """gunicorn's custom application (its documented API): the options given, the app made in each worker."""
+
+    def __init__(self, make_app: Callable[[], FastAPI], options: dict[str, Any]) -> None:
+        self._make_app = make_app
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        """gunicorn's hook: the options, and none from the command line or a config file."""
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> FastAPI:
+        """gunicorn's hook, called in each worker after the fork: that worker's app."""
+        return self._make_app()

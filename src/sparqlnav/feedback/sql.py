@@ -54,16 +54,24 @@ def sql_execution_error(ctx: StepContext, opts: FeedbackOptions) -> Details | No
 def sql_empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     """The edited SELECT ran and returned no row."""
     view = _view(ctx, *EDITS)
-    if view is None or view.run is None or view.run.rows != 0:
-        return None
+    if view is None or view.run is None or view.run.rows != 0 or view.run.kept:
+        return None  # kept with no row: an anti-join waiting for the condition on its partner
+    if view.shared is not None and view.shared[0] == 0:  # the join itself: its two columns share no value
+        return {"hint": "", "none": "", "why": "The two columns of the join share no stored value: the join, not a "
+                "spelling or a condition, is what returns nothing (see above)."}
     hint = ""
     if view.compared is not None:
         hint = f" Look at the stored values with get_values(\"{view.compared[0]}\") and compare with one as stored."
     # No row may be the answer itself: a count keeps its one row and says 0 (first for a yes/no or "how many").
     count = ("count first: after add_aggregate(\"count\") a condition keeps the count's one row, and 0 says none.")
     if Asked.of(view.question).yes_no or "count" in view.wanted:
-        return {"hint": f" If none is the answer (a \"no\", a zero), {count}{hint}", "none": ""}
-    return {"hint": hint, "none": f" Or no row matches at all: if the question allows that answer, {count}"}
+        return {"hint": f" If none is the answer (a \"no\", a zero), {count}{hint}", "none": "", "why": SPELLING}
+    return {"hint": hint, "none": f" Or no row matches at all: if the question allows that answer, {count}",
+            "why": SPELLING}
+
+
+SPELLING = ("A value may be spelt or capitalised differently in the data, or the condition may belong on another "
+            "column or a joined table.")
 
 
 def sql_type_mismatch(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
@@ -106,17 +114,15 @@ def sql_aggregation_missing(ctx: StepContext, opts: FeedbackOptions) -> Details 
     draft = view.draft
     if "count" in view.wanted and _stored_number(view):
         return None  # "how many beds does the ward have": the number is stored, not counted
+    # An order, with a limit or without (ties kept on purpose), picks the largest or the smallest whichever way it
+    # runs ("the rarest" may be read either way). "At least two" (a HAVING) is no extreme: see wanted_aggregations.
     functions = {a.function for a in draft.aggregates}
-    ordered = draft.order is not None and draft.limit is not None
     for want in view.wanted:
-        if want in functions:
+        if want in functions or (want in ("max", "min") and draft.order is not None):
             return None
-        if want == "max" and ordered and draft.order is not None and draft.order.descending:
-            return None
-        if want == "min" and ordered and draft.order is not None and not draft.order.descending:
-            return None
-    tools = {"count": "add_aggregate(\"count\", …)", "max": "add_aggregate(\"max\", …) or set_order(…, \"desc\", 1)",
-             "min": "add_aggregate(\"min\", …) or set_order(…, \"asc\", 1)"}
+    tools = {"count": "add_aggregate(\"count\", …)",
+             "max": "add_aggregate(\"max\", …) or set_order(…, \"desc\") (a limit of 1 drops rows that tie)",
+             "min": "add_aggregate(\"min\", …) or set_order(…, \"asc\") (a limit of 1 drops rows that tie)"}
     return {"tools": " or ".join(tools[w] for w in view.wanted)}
 
 
@@ -174,8 +180,10 @@ def _asked(column: str, words: list[str]) -> bool:
 
 def _named(name: str, own: str, words: list[str]) -> bool:
     """Whether a word of the column's name (other than its table's own, `own`) is one of the question's."""
-    parts = [p for p in _parts(name)
-             if p.lower() not in ("id", "is") and (not own or word_similarity(p.lower(), own) < SAME_WORD)]
+    named = [p for p in _parts(name) if p.lower() not in ("id", "is")]
+    parts = [p for p in named if not own or word_similarity(p.lower(), own) < SAME_WORD]
+    if not parts and named and len(named) == len(_parts(name)):
+        parts = named  # the table's own value, not a reference to its rows (languages.language for "what languages")
     if not parts:  # an `id` column: asked only when the question says id, number, code or key
         return any(w in ("id", "ids", "number", "numbers", "code", "codes", "key") for w in words)
     return any(word_similarity(p.lower(), w) >= SAME_WORD for p in parts for w in words)

@@ -51,3 +51,4 @@ class SqlView:
     base_rows: int | None = None  # after a join: rows of the query's first table
     compared: tuple[str, str, str, str] | None = None  # after a condition: (column shown, its kind, op, value kind)
     answer: tuple[str, ...] = ()  # after set_answer_columns: the columns chosen, as shown (aggregates excluded)
+    shared: tuple[int, int] | None = None  # after a join with no row: rows meeting a partner, as stored / trimmed

@@ -78,6 +78,7 @@ class Table:
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     foreign_keys: tuple[ForeignKey, ...] = ()
+    hidden: bool = False  # it also has columns `SELECT *` reads that are not stored (SQLite's generated columns)
 
     def position(self, column: str) -> int:
         """The index of a column in the table's rows."""

@@ -27,9 +27,11 @@ from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sparqlnav.graph.results import ResultTable, Term
+from sparqlnav.redirects import OffOrigin, OriginGuard
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.sparql.guard import QueryForm, Refused, Unreadable, check_query, tokens
 from sparqlnav.transport import guarded_transport
+from sparqlnav.urls import shown_url
 from sparqlnav.version import __version__
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -181,6 +183,8 @@ class HttpOptions:
     retries: int = 3
     backoff_s: float = 0.5  # the first wait when the server gives no Retry-After; doubles per retry
     max_backoff_s: float = 30.0
+    # Origins (scheme://host[:port]) a redirect may lead to besides the endpoint's own; never from https to http.
+    allowed_redirects: tuple[str, ...] = ()
 
 
 class _Deadline(Exception):
@@ -287,10 +291,6 @@ NEUTRAL_BASE = "http://sparqlnav.invalid/"
 _ENGINE_POSITION = re.compile(r"error at (\d+):(\d+)")
 
 
-class _OffHostRedirect(httpx.TransportError):
-    """An endpoint answered with a redirect to another host (not followed: it could point inside a network)."""
-
-
 def _has_base(sparql: str) -> bool:
     """Whether the query sets its own BASE (a keyword outside strings, IRIs and comments)."""
     return any(t.kind == "word" and t.text.upper() == "BASE" for t in tokens(sparql))
@@ -332,9 +332,12 @@ class RemoteEndpoint:
         allowed_services: Iterable[str] = (),
         allow_self: bool = True,
         sleep: Callable[[float], None] = time.sleep,
+        unix_socket: str | None = None,
     ) -> None:
         self.url = url
-        self.name = name or url
+        self.unix_socket = unix_socket  # a local engine's only way in; the URL then names it (Host, paths)
+        self.shown = shown_url(url)  # what messages say: never a password
+        self.name = name or self.shown
         self.limits = limits or Limits()
         self.http = http or HttpOptions()
         # A SERVICE clause may call this endpoint itself, unless its URL is private (a local store's server).
@@ -347,23 +350,22 @@ class RemoteEndpoint:
         # A private engine speaks plain HTTP on loopback: a TLS context that trusts nothing lets no TLS connection
         # through and spares loading the CA bundle (60-90 ms, a tenth of a CLI call).
         tls: dict[str, Any] = {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)} if self._private else {}
+        if unix_socket:
+            tls["uds"] = unix_socket
         self._client = httpx.Client(
             headers={"User-Agent": self.http.user_agent, **self.http.headers},
             follow_redirects=True,
-            transport=guarded_transport(**tls),  # a cancelled run stops waiting for its query at once
-            event_hooks={"request": [self._same_host]},  # each redirect's request too
+            # a cancelled run stops waiting for its query at once
+            transport=guarded_transport(**tls),
+            # Each redirect's request too: within the endpoint's origin, or to one allowed. Another may be anywhere,
+            # this machine or its network included, and would get the endpoint's headers (SPARQLNAV_HEADERS).
+            event_hooks={"request": [OriginGuard(
+                url,
+                self.http.allowed_redirects,
+                what="the endpoint",
+                hint=" (SPARQLNAV_ALLOWED_REDIRECTS allows others)",
+            )]},
         )
-
-    def _same_host(self, request: httpx.Request) -> None:
-        """Redirects are followed within the endpoint's own host only: another host may be anywhere, this machine
-        or its network included."""
-        home = httpx.URL(self.url).host
-        if request.url.host != home or request.url.scheme not in ("http", "https"):
-            where = request.url.host[:100] or str(request.url)[:100]
-            raise _OffHostRedirect(
-                f"the endpoint redirected to another host ({where}); only redirects within {home} are followed",
-                request=request,
-            )
 
     def _unnamed(self, message: str) -> str:
         """A private engine's message without its address (its port says nothing to anyone else)."""
@@ -431,14 +433,14 @@ class RemoteEndpoint:
                 message=f"the query did not finish within {limit:g} s",
                 endpoint=self.name,
             )
-        except _OffHostRedirect as exc:
+        except OffOrigin as exc:
             return QueryResult(sparql, Outcome.UNREACHABLE, message=str(exc), endpoint=self.name)
         except (httpx.TransportError, RuntimeError) as exc:
             # RuntimeError: httpx's "client has been closed" when a restart replaced the client.
             return QueryResult(
                 sparql,
                 Outcome.UNREACHABLE,
-                message=f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": "),
+                message=f"cannot reach {self.shown}: {type(exc).__name__}: {exc}".rstrip(": "),
                 endpoint=self.name,
             )
         except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
@@ -477,7 +479,7 @@ class RemoteEndpoint:
         try:
             if response.status_code in (429, 502, 503, 504):
                 raise Retryable(
-                    f"{self.url} answered HTTP {response.status_code}",
+                    f"{self.shown} answered HTTP {response.status_code}",
                     asked=retry_after(response.headers),
                 )
             if response.status_code >= 400:

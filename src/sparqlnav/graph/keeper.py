@@ -52,6 +52,7 @@ class ServerState:
     port: int
     log: str  # the engine's log, a file name in the folder
     config: str  # what the engine was started with (data folder, allowed endpoints, memory ceiling), hashed
+    socket: str = ""  # the private Unix socket its clients use (a state from before it has none: not used)
 
 
 def process_start(pid: int) -> str | None:
@@ -105,9 +106,10 @@ class ServerFolder:
     def make(self) -> None:
         """Create the folder (private to this user); OSError when it cannot be made or is a symlink."""
         (self.path / "users").mkdir(parents=True, exist_ok=True, mode=0o700)
-        for folder in (self.path, self.path / "users"):
+        for folder in (self.path.parent, self.path, self.path / "users"):
             if folder.is_symlink():
                 raise OSError(f"{folder} is a symlink")
+            os.chmod(folder, 0o700)  # `mode` above applies to the last folder only, and under the umask
 
     @contextlib.contextmanager
     def locked(self, *, wait: bool = True) -> Iterator[bool]:

@@ -12,6 +12,8 @@ from sparqlnav.graph.vocab import WIKIDATA, Vocabulary
 from sparqlnav.sparql.prefixes import WIKIDATA as WIKIDATA_PREFIXES
 from sparqlnav.sparql.prefixes import PrefixMap
 
+PREPARE_SPARQL = "prepare_sparql"  # the key in `KnowledgeGraph.extra` of what makes a graph ready for SPARQL
+
 
 class KGError(SparqlnavError):
     """A `--kg` value that cannot be opened; the message is one line."""
@@ -28,6 +30,13 @@ class KnowledgeGraph:
     names: Names
     description: str = ""
     extra: dict[str, object] = field(default_factory=dict)
+
+    def sparql_ready(self) -> None:
+        """Make what SPARQL needs when it is made on demand (a database's graph copy, `PREPARE_SPARQL` in `extra`):
+        a SPARQL strategy calls it before it starts; KGError when it cannot be made (a database too big to copy)."""
+        prepare = self.extra.get(PREPARE_SPARQL)
+        if callable(prepare):
+            prepare()
 
     def close(self) -> None:
         """Stop processes and close connections."""

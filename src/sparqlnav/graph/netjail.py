@@ -38,6 +38,8 @@ import time
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from sparqlnav.urls import shown_url
+
 __all__ = ["ISOLATION_UNAVAILABLE", "PEAK_MEMORY_MARK", "jail_command", "main"]
 
 ISOLATION_UNAVAILABLE = "sparqlnav: engine network isolation unavailable"
@@ -49,14 +51,16 @@ _HOSTS_BASE = ipaddress.IPv4Address("127.53.0.1")  # inner addresses given to al
 
 
 def jail_command(
-    engine: Sequence[str], *, port: int, allowed: Sequence[str], memory_bytes: int | None
+    engine: Sequence[str], *, port: int, allowed: Sequence[str], memory_bytes: int | None, socket_path: str
 ) -> list[str]:
-    """The command that runs `engine` (listening on 127.0.0.1:`port`) jailed, reaching only `allowed` URLs."""
-    cmd = [sys.executable, "-m", "sparqlnav.graph.netjail", "--port", str(port)]
+    """The command that runs `engine` (listening on 127.0.0.1:`port` inside its namespace) jailed, reaching only
+    `allowed` URLs, and reachable from outside only through the Unix socket `socket_path` (in a folder only its
+    owner may enter: no other local user can send it a query, or take its place, issue 39)."""
+    cmd = [sys.executable, "-m", "sparqlnav.graph.netjail", "--port", str(port), "--socket", socket_path]
     if memory_bytes:
         cmd += ["--memory", str(memory_bytes)]
     for url in allowed:
-        cmd += ["--allow", url]
+        cmd += ["--allow", shown_url(url)]  # only (host, port) counts here; a password must not show in `ps`
     return [*cmd, "--", *engine]
 
 
@@ -91,7 +95,7 @@ def _die_with_parent() -> None:
 # -- the door: outer sockets on request, for allowed targets only ----------------------------------------------
 
 
-def _door(channel: socket.socket, engine_port: int, allowed: set[tuple[str, int]]) -> None:
+def _door(channel: socket.socket, socket_path: str, allowed: set[tuple[str, int]]) -> None:
     """Serve requests 'listen' and 'connect HOST PORT' until the launcher goes."""
     _die_with_parent()
     while True:
@@ -105,10 +109,7 @@ def _door(channel: socket.socket, engine_port: int, allowed: set[tuple[str, int]
         opened: socket.socket | None = None
         try:
             if words == ["listen"]:
-                opened = socket.socket()
-                opened.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                opened.bind(("127.0.0.1", engine_port))
-                opened.listen(128)
+                opened = _unix_listener(socket_path)
             elif len(words) == 3 and words[0] == "connect" and (words[1], int(words[2])) in allowed:
                 opened = socket.create_connection((words[1], int(words[2])), timeout=10)
                 opened.settimeout(None)
@@ -181,8 +182,11 @@ def _private_hosts(names: dict[str, str]) -> None:
     fd, path = tempfile.mkstemp(prefix="sparqlnav-hosts-")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write("".join(f"{address} {name}\n" for name, address in names.items()) + kept)
-    if libc.mount(path.encode(), b"/etc/hosts", None, _MS_BIND, None) != 0:
-        raise OSError(ctypes.get_errno(), "mounting a private /etc/hosts")
+    try:
+        if libc.mount(path.encode(), b"/etc/hosts", None, _MS_BIND, None) != 0:
+            raise OSError(ctypes.get_errno(), "mounting a private /etc/hosts")
+    finally:
+        os.unlink(path)  # the mount holds the file itself: nothing is left in /tmp (issue 39, item 10)
 
 
 # -- relaying --------------------------------------------------------------------------------------------------
@@ -223,6 +227,29 @@ def _serve(listener: socket.socket, connect: object) -> None:
         threading.Thread(target=_relay, args=(client, target), daemon=True).start()
 
 
+def _unix_listener(path: str) -> socket.socket:
+    """A listening Unix socket at `path`, readable and writable by its owner only (its folder is private too)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # one left by an engine of ours that died: its folder is ours alone
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    listener.listen(128)
+    return listener
+
+
+def _remove_socket(path: str) -> None:
+    """The socket file and its folder, when the engine is done (nothing of it stays in /tmp)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
+
+
 def _inner_connection(port: int) -> socket.socket | None:
     with contextlib.suppress(OSError):
         return socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -235,10 +262,30 @@ def _memory_ceiling(limit: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def _run_unjailed(engine: list[str], memory: int | None, why: str) -> int:
+def _run_unjailed(engine: list[str], memory: int | None, why: str, port: int, socket_path: str) -> int:
+    """The engine in this namespace: its clients still come through the private socket, but its own port on
+    127.0.0.1 is one any local user can reach."""
     print(f"{ISOLATION_UNAVAILABLE} ({why}); the query guard is the only barrier", file=sys.stderr, flush=True)
     proc = subprocess.Popen(engine, preexec_fn=lambda: _memory_ceiling(memory))
-    return _wait(proc)
+    return _served(proc, port, socket_path, _unix_listener)
+
+
+def _served(proc: subprocess.Popen[bytes], port: int, socket_path: str, listen: object) -> int:
+    """Once the engine listens on its port, relay the private socket to it; wait for the engine; tidy up."""
+    try:
+        while _inner_connection(port) is None:  # the socket opens only once the engine listens
+            if proc.poll() is not None:
+                return _wait(proc)
+            time.sleep(0.02)
+        listener = listen(socket_path)  # type: ignore[operator]
+        if listener is None:
+            proc.kill()
+            print(f"sparqlnav: cannot listen on {socket_path}", file=sys.stderr, flush=True)
+            return 3
+        threading.Thread(target=_serve, args=(listener, lambda: _inner_connection(port)), daemon=True).start()
+        return _wait(proc)
+    finally:
+        _remove_socket(socket_path)
 
 
 PEAK_MEMORY_MARK = "sparqlnav: engine peak memory "
@@ -257,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = args.index("--") if "--" in args else len(args)
     parser = argparse.ArgumentParser(prog="python -m sparqlnav.graph.netjail")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--socket", required=True)
     parser.add_argument("--memory", type=int, default=None)
     parser.add_argument("--allow", action="append", default=[])
     opts = parser.parse_args(args[:split])
@@ -265,14 +313,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no engine command after --")
     _die_with_parent()
     if not sys.platform.startswith("linux"):
-        return _run_unjailed(engine, opts.memory, "not Linux")
+        return _run_unjailed(engine, opts.memory, "not Linux", opts.port, opts.socket)
 
     targets = _targets(opts.allow, opts.port)
     outer, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     door = os.fork()  # before any thread: unshare(CLONE_NEWUSER) needs a single-threaded process
     if door == 0:
         inner.close()
-        _door(outer, opts.port, set(targets))
+        _door(outer, opts.socket, set(targets))
     outer.close()
     named = {h: h for h, _ in targets if _is_ip(h)}
     hostnames = sorted({h for h, _ in targets if not _is_ip(h)})
@@ -286,23 +334,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _private_hosts({h: named[h] for h in hostnames})
     except OSError as exc:
         os.kill(door, signal.SIGKILL)
-        return _run_unjailed(engine, opts.memory, exc.strerror or str(exc))
+        return _run_unjailed(engine, opts.memory, exc.strerror or str(exc), opts.port, opts.socket)
 
     door_client = _DoorClient(inner)
     proc = subprocess.Popen(engine, preexec_fn=lambda: _memory_ceiling(opts.memory))
-    while _inner_connection(opts.port) is None:  # the outer port opens only once the engine listens
-        if proc.poll() is not None:
-            return _wait(proc)
-        time.sleep(0.02)
-    listener = door_client.ask("listen")
-    if listener is None:
-        proc.kill()
-        print(f"sparqlnav: port {opts.port} is taken", file=sys.stderr, flush=True)
-        return 3
-    threading.Thread(target=_serve, args=(listener, lambda: _inner_connection(opts.port)), daemon=True).start()
     for host, port in targets:
         _listen_for(named[host], host, port, door_client)
-    return _wait(proc)
+    # The door opens the private socket in the outer namespace; the engine's port is inside this one, out of reach.
+    return _served(proc, opts.port, opts.socket, lambda _path: door_client.ask("listen"))
 
 
 def _listen_for(address: str, host: str, port: int, door: _DoorClient) -> None:

@@ -5,25 +5,37 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pyoxigraph as ox
 
-from sparqlnav.graph.endpoint import HttpOptions, Outcome, RemoteEndpoint
-from sparqlnav.graph.kg import KGError, KnowledgeGraph
-from sparqlnav.graph.names import LabelIndex, Names
+from sparqlnav.folders import make_private
+from sparqlnav.graph.endpoint import HttpOptions, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.graph.kg import PREPARE_SPARQL, KGError, KnowledgeGraph
+from sparqlnav.graph.names import Kind, LabelIndex, NameHit, Names
 from sparqlnav.graph.profile import load_or_probe
 from sparqlnav.graph.progress import Built, ProgressStep, Reporter, folder_size
-from sparqlnav.graph.relational import RELATIONAL, Database, database_spec, materialise
+from sparqlnav.graph.relational import (
+    RELATIONAL,
+    Database,
+    database_spec,
+    materialise,
+    rows_in,
+    schema_of,
+)
 from sparqlnav.graph.search import EndpointNames
 from sparqlnav.graph.store import LocalGraph, StoreInfo, ensure_store, rdf_files
 from sparqlnav.graph.vocab import WIKIBASE, Vocabulary, Wikibase
 from sparqlnav.graph.wikidata import open_wikidata
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import PrefixMap, prefixes_in_text
+from sparqlnav.urls import shown_url
 
 REMOTE_LABEL_CAP = 2_000_000  # names fetched from a remote endpoint to build its search index
 
@@ -36,6 +48,7 @@ def demo_path() -> Path:
 def open_kg(spec: str, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
     """Resolve a `--kg` value into an open knowledge graph."""
     spec = spec.strip()
+    make_private(settings.paths.home)  # what is built there from the graph is its owner's alone (issue 39)
     if spec in ("", "demo"):
         return open_local(demo_path(), settings, name="demo", reporter=reporter)
     if spec == "wikidata":
@@ -113,19 +126,149 @@ def open_local(
 
 
 def open_database(database: Database, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
-    """A SQLite or PostgreSQL database as a graph: its Direct Mapping, built into a store once per content (read
-    without writing) and served like a store of RDF files."""
+    """A SQLite or PostgreSQL database as a graph, read where it lives: SQL strategies use the database itself
+    (`relational_of`: its spec and tables, from its catalogue); its Direct Mapping is copied into a store (read
+    without writing, once per content) only when something asks it a SPARQL query, and refused in one line above
+    `SPARQLNAV_DB_COPY_MAX_ROWS` rows (issue 35)."""
     if database.kind == "sqlite" and not database.path.is_file():
         raise KGError(f"no such SQLite database: {database.path}{near_name(database.path)}")
+    schema = schema_of(database)
+    name = database.path.name if database.kind == "sqlite" else database.shown
+    copy = _DatabaseCopy(database, settings, reporter, name)
+    kg = KnowledgeGraph(
+        name=name,
+        endpoint=_CopyEndpoint(copy),
+        vocab=Vocabulary(),
+        prefixes=PrefixMap.default(schema.prefixes),
+        names=_CopyNames(copy),
+        description=schema.description,
+    )
+    kg.extra[RELATIONAL] = schema  # the database and its tables: what SQL strategies run on
+    copy.owner = kg
+    kg.extra[PREPARE_SPARQL] = copy.graph
+    _warn_of_rights(database)
+    return kg
+
+
+def copy_database(database: Database, settings: Settings, *, reporter: Reporter | None = None) -> KnowledgeGraph:
+    """The database's Direct Mapping built into a store (once per content) and served like a store of RDF files."""
     started = time.monotonic()
     built = materialise(database, settings.paths.stores_dir, reporter)
+    assert built.info is not None
     name = database.path.name if database.kind == "sqlite" else database.shown
     kg = _serve_store(
         built.info, settings, name=name, what=f"store of {name}", started=started, reporter=reporter,
         prefixes=built.prefixes, description=built.description,
     )
-    kg.extra[RELATIONAL] = built  # the database and its tables, for what works in SQL (the build strategy's target)
+    kg.extra[RELATIONAL] = built
     return kg
+
+
+class _DatabaseCopy:
+    """A database's graph copy, made on first SPARQL use (once, whichever thread asks first)."""
+
+    def __init__(self, database: Database, settings: Settings, reporter: Reporter | None, name: str) -> None:
+        self.database, self.settings, self.reporter, self.name = database, settings, reporter, name
+        self._graph: KnowledgeGraph | None = None
+        self._lock = threading.Lock()
+        self.owner: KnowledgeGraph | None = None  # the graph that stands for the database: it becomes the copy
+
+    def graph(self) -> KnowledgeGraph:
+        """The copy, built now if it is not yet (KGError above the size limit)."""
+        with self._lock:
+            if self._graph is None:
+                limit = self.settings.databases.copy_max_rows
+                rows = rows_in(self.database)
+                if rows > limit:
+                    raise KGError(
+                        f"{self.name} has {rows:,} rows, more than SPARQLNAV_DB_COPY_MAX_ROWS ({limit:,}) for a copy "
+                        "into a graph: ask in SQL (--strategy auto or sql with an LLM, or -s build -o target=sql)")
+                self._graph = built = copy_database(self.database, self.settings, reporter=self.reporter)
+                if self.owner is not None:  # from now on the graph is the copy, as before issue 35
+                    self.owner.endpoint, self.owner.names = built.endpoint, built.names
+                    self.owner.vocab, self.owner.prefixes = built.vocab, built.prefixes
+                    self.owner.description = built.description
+                    self.owner.extra.update({k: v for k, v in built.extra.items()})
+            return self._graph
+
+    @property
+    def built(self) -> KnowledgeGraph | None:
+        """The copy when it was made."""
+        return self._graph
+
+    def close(self) -> None:
+        """Close the copy, if one was made."""
+        if self._graph is not None:
+            self._graph.close()
+
+
+class _CopyEndpoint:
+    """The endpoint of a database graph: its copy's, made when the first SPARQL query comes."""
+
+    def __init__(self, copy: _DatabaseCopy) -> None:
+        self.copy = copy
+
+    @property
+    def name(self) -> str:
+        """The database's name."""
+        return self.copy.name
+
+    @property
+    def url(self) -> str:
+        """The copy's engine URL once it runs; the database's (shown) URL before."""
+        built = self.copy.built
+        return built.endpoint.url if built is not None else self.copy.database.shown
+
+    def query(self, sparql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """Run a SPARQL query on the copy (made now if needed)."""
+        return self.copy.graph().endpoint.query(sparql, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """Close the copy."""
+        self.copy.close()
+
+    def __getattr__(self, attribute: str) -> Any:
+        # what a local store's endpoint offers besides the protocol (its server, its store): the copy's
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(self.copy.graph().endpoint, attribute)
+
+
+class _CopyNames:
+    """The names of a database graph: its copy's; asking for none makes no copy (a SQL answer has no IRIs)."""
+
+    def __init__(self, copy: _DatabaseCopy) -> None:
+        self.copy = copy
+
+    def search(self, text: str, *, limit: int = 8, kinds: Iterable[Kind] | None = None) -> list[NameHit]:
+        """Search the copy's names."""
+        return self.copy.graph().names.search(text, limit=limit, kinds=kinds)
+
+    def labels_of(self, iris: Iterable[str]) -> dict[str, str]:
+        """Labels from the copy, when any IRI is asked about."""
+        wanted = list(iris)
+        return self.copy.graph().names.labels_of(wanted) if wanted else {}
+
+    def close(self) -> None:
+        """The copy's names are closed with the copy."""
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(self.copy.graph().names, attribute)
+
+
+def _warn_of_rights(database: Database) -> None:
+    """Say (as a logged warning, on stderr where nothing else logs) when a PostgreSQL role has more rights than
+    reading needs: the statement check would then be the only barrier."""
+    from sparqlnav.sql.executor import SqlError, role_warning
+
+    try:
+        said = role_warning(database)
+    except SqlError:
+        return  # the connection itself failing is reported where SQL runs
+    if said:
+        logging.getLogger("sparqlnav.sql").warning("warning: %s", said)
 
 
 def _serve_store(
@@ -230,7 +373,7 @@ def _remote_endpoint(url: str, settings: Settings) -> tuple[RemoteEndpoint, Wiki
     endpoint = RemoteEndpoint(
         url,
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        http=settings.remote.http(),
         allowed_services=settings.remote.allowed_services,  # nothing outside unless the user allows it
     )
     probe = endpoint.query(f"SELECT ?p ?d WHERE {{ ?p <{WIKIBASE}directClaim> ?d }} LIMIT 5")
@@ -310,11 +453,11 @@ def open_remote(
             if profile.search.degraded:
                 note = f"{size}; {names.note}"
     return KnowledgeGraph(
-        name=url,
+        name=shown_url(url),
         endpoint=endpoint,
         vocab=vocab,
         prefixes=prefixes,
         names=names,
-        description=f"SPARQL endpoint {url}" + (f" ({note})" if note else ""),
+        description=f"SPARQL endpoint {shown_url(url)}" + (f" ({note})" if note else ""),
         extra={"search_note": names.note} if isinstance(names, EndpointNames) and names.note else {},
     )

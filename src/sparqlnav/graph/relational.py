@@ -193,6 +193,9 @@ class SqliteReader:
         names = [name for name, _ in listed if name not in virtual and not name.startswith(tuple(v + "_" for v in virtual))]
         info = {name: self.con.execute("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", (name,)).fetchall()
                 for name in names}
+        # table_xinfo also lists generated columns, which table_info (and so the mapping) leaves out
+        every = {name: self.con.execute("SELECT count(*) FROM pragma_table_xinfo(?)", (name,)).fetchone()[0]
+                 for name in names}
         out = []
         for name in names:
             columns = tuple(Column(c, t or "") for c, t, _ in info[name])
@@ -214,7 +217,7 @@ class SqliteReader:
                 if any(to is None for to in referenced):
                     continue
                 foreign.append(ForeignKey(tuple(frm for _, frm, _ in pairs), target, tuple(str(to) for to in referenced)))
-            out.append(Table(name, columns, key, tuple(foreign)))
+            out.append(Table(name, columns, key, tuple(foreign), hidden=every[name] > len(columns)))
         return out
 
     def fingerprint(self, tables: list[Table]) -> str:
@@ -358,7 +361,7 @@ def _first_line(exc: BaseException) -> str:
 class Materialised:
     """A database's store and what the graph over it needs: its base, tables and prefixes."""
 
-    info: StoreInfo
+    info: StoreInfo | None  # None: the schema only, nothing copied (a database answered in SQL)
     database: Database
     base: str
     tables: tuple[Table, ...]
@@ -366,9 +369,11 @@ class Materialised:
 
     @property
     def description(self) -> str:
-        """One line: how many triples from which database."""
+        """One line: how many triples from which database (or its tables, when nothing was copied)."""
         what = f"the SQLite database {self.database.path}" if self.database.kind == "sqlite" else (
             f"the PostgreSQL database {self.database.shown}")
+        if self.info is None:
+            return f"{what} ({len(self.tables)} tables; answered in SQL, copied into a graph only for SPARQL)"
         return f"{self.info.triples} triples from {what} ({len(self.tables)} tables, W3C Direct Mapping)"
 
 
@@ -394,6 +399,32 @@ def read_database(database: Database) -> Iterator[SqliteReader | PostgresReader]
         yield reader
     finally:
         reader.close()
+
+
+def schema_of(database: Database) -> Materialised:
+    """The database's tables and the base its mapping would use, read from its catalogue; nothing copied."""
+    with read_database(database) as reader:
+        name = reader.dbname if isinstance(reader, PostgresReader) else database.path.stem
+        base = base_iri(name)
+        try:
+            tables = reader.tables()
+        except _read_errors(database) as exc:
+            raise KGError(f"cannot read {database.shown}: {_first_line(exc)}") from None
+    return Materialised(None, database, base, tuple(tables), table_prefixes(base, tables))
+
+
+def rows_in(database: Database) -> int:
+    """Rows in all the database's tables: SQLite counts them (a scan of each table's b-tree, fast), PostgreSQL's
+    statistics estimate them (a count would scan tens of millions of rows)."""
+    with read_database(database) as reader:
+        if isinstance(reader, SqliteReader):
+            return sum(reader.con.execute(f"SELECT COUNT(*) FROM {_quoted(t.name)}").fetchone()[0]
+                       for t in reader.tables())
+        found = reader.con.execute(
+            "SELECT COALESCE(SUM(GREATEST(reltuples, 0)), 0)::bigint FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', "
+            "'information_schema')").fetchone()
+        return int(found[0]) if found else 0
 
 
 def materialise(database: Database, stores_dir: Path, reporter: Reporter | None = None) -> Materialised:

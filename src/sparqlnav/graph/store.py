@@ -20,6 +20,7 @@ import queue
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -454,11 +455,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _answers(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:`port`."""
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+def _answers(socket_path: str) -> bool:
+    """Whether an engine of ours accepts connections on the Unix socket `socket_path`: the socket must sit in a
+    folder this user owns and nobody else may enter, so no other local user can have put it there (issue 39: a
+    listener on the engine's old TCP port was taken for the engine after a crash)."""
+    if not socket_path or not _private_folder(Path(socket_path).parent):
+        return False
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        s.connect(socket_path)
         return True
     return False
+
+
+def _private_folder(path: Path) -> bool:
+    """Whether `path` is a real folder (no symlink) owned by this user with no rights for anyone else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
+
+
+def _socket_folder() -> Path:
+    """A new private folder for an engine's socket (short enough for a Unix socket's path; the launcher removes it
+    when the engine ends)."""
+    return Path(tempfile.mkdtemp(prefix="sparqlnav-engine-"))
 
 
 def _open_log(path: Path) -> IO[bytes] | None:
@@ -497,6 +519,7 @@ class OxigraphServer:
         self.memory_bytes = memory_bytes
         self.idle_s = idle_s
         self.port = 0
+        self.socket_path = ""  # the private Unix socket clients reach the engine on (its port is inside its jail)
         self._proc: subprocess.Popen[bytes] | None = None  # the process this object started (launcher or keeper)
         self._kept: ServerState | None = None  # the kept engine in use (started here or found)
         self._folder = self._kept_folder() if idle_s > 0 else None
@@ -542,18 +565,20 @@ class OxigraphServer:
 
     def running(self) -> bool:
         """Whether the engine process (or its keeper) is alive."""
-        if self._kept is not None:
-            if self._proc is not None:
-                self._proc.poll()  # our child: reaped when it ends, so it does not count as running
-            return process_start(self._kept.pid) == self._kept.started
-        return self._proc is not None and self._proc.poll() is None
+        kept, proc = self._kept, self._proc  # read once: another thread may clear them meanwhile (issue 39)
+        if kept is not None:
+            if proc is not None:
+                proc.poll()  # our child: reaped when it ends, so it does not count as running
+            return process_start(kept.pid) == kept.started
+        return proc is not None and proc.poll() is None
 
     @property
     def pid(self) -> int | None:
         """The id of the process this object stops on a timeout (the keeper or the launcher); None when none."""
+        kept, proc = self._kept, self._proc
         if not self.running():
             return None
-        return self._kept.pid if self._kept is not None else (self._proc.pid if self._proc is not None else None)
+        return kept.pid if kept is not None else (proc.pid if proc is not None else None)
 
     def ensure_running(self) -> str:
         """Start the process if it is not running (or use the kept one); return its query URL."""
@@ -576,8 +601,8 @@ class OxigraphServer:
             state = folder.read_state()
             config = self._config()
             if state is not None and state.config == config and process_start(state.pid) == state.started \
-                    and _answers(state.port):
-                self._kept, self.port = state, state.port
+                    and _answers(state.socket):
+                self._kept, self.port, self.socket_path = state, state.port, state.socket
                 self._log = _open_log(folder.path / state.log)
                 self.generation += 1
                 return
@@ -587,7 +612,7 @@ class OxigraphServer:
             self._start(folder)
             assert self._proc is not None
             started = process_start(self._proc.pid) or ""
-            self._kept = ServerState(self._proc.pid, started, self.port, self._log_name, config)
+            self._kept = ServerState(self._proc.pid, started, self.port, self._log_name, config, self.socket_path)
             folder.write_state(self._kept)
 
     def _start(self, folder: ServerFolder | None = None) -> None:
@@ -606,7 +631,10 @@ class OxigraphServer:
                 "--union-default-graph",
             ]  # no --timeout-s: it keeps a sleeping thread per request for that long (2 MiB of stack each, thousands
             # a minute under lexical's query bursts), and the client's deadline kills what overruns anyway
-            cmd = jail_command(engine, port=self.port, allowed=self.allowed, memory_bytes=self.memory_bytes)
+            # A new private folder for each start: whatever listened before is never taken for this engine.
+            self.socket_path = str(_socket_folder() / "engine.sock")
+            cmd = jail_command(engine, port=self.port, allowed=self.allowed, memory_bytes=self.memory_bytes,
+                               socket_path=self.socket_path)
             if folder is None:
                 # stderr to a file, not a pipe nobody reads: a full pipe would block the server.
                 self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in _kill
@@ -627,7 +655,7 @@ class OxigraphServer:
                     self._log.seek(0)
                     last_error = self._log.read(2000).decode(errors="replace")
                     break
-                if _answers(self.port):
+                if _answers(self.socket_path):
                     self.generation += 1
                     return
                 time.sleep(0.02)
@@ -658,6 +686,11 @@ class OxigraphServer:
             self._log.close()
             self._log = None
         self._proc = None
+        if self.socket_path:  # the launcher removes it as it ends; one killed outright cannot
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(self.socket_path))
 
     def _ran_out_of_memory(self) -> bool:
         assert self._log is not None
@@ -784,7 +817,7 @@ class LocalGraph:
             return self._client_for(url)
 
     def _client_for(self, url: str) -> RemoteEndpoint:
-        if self._remote is None or self._remote.url != url:
+        if self._remote is None or self._remote.url != url or self._remote.unix_socket != self._server.socket_path:
             if self._remote is not None:
                 self._remote.close()
             # No retries: a local server that is busy or gone is restarted here, not waited for.
@@ -792,6 +825,7 @@ class LocalGraph:
             self._remote = RemoteEndpoint(
                 url, name=self.name, limits=self.limits, http=http, allowed_services=self._allowed,
                 allow_self=False,  # the server's loopback URL is ours alone: never named in a refusal
+                unix_socket=self._server.socket_path,  # the only way in: a socket in a folder of ours alone
             )
         return self._remote
 
@@ -831,6 +865,12 @@ class LocalGraph:
                 if out_of_memory and (alone or memory_deaths > 1):
                     self._server.restart(generation)
                     return QueryResult(sparql, Outcome.ENGINE_ERROR, message=self._memory_message(), endpoint=self.name)
+                if alone and not self._server.running():
+                    # It ended while this query was the only one it ran: sending it again would end the next one
+                    # too (one query started four engines in 15 s, issue 39). Restarted for the others; not retried.
+                    self._server.restart(generation)
+                    return QueryResult(sparql, Outcome.ENGINE_ERROR, endpoint=self.name,
+                                       message="the local engine stopped while running this query (not run again)")
             if result.outcome is not Outcome.UNREACHABLE or time.monotonic() >= deadline:
                 break
             # The process died under us (killed for another thread's timeout, or crashed): restart and retry.

@@ -10,13 +10,16 @@ from typing import Any, Literal
 
 import httpx
 
-from sparqlnav.graph.endpoint import HttpOptions, RemoteEndpoint
+from sparqlnav.graph.endpoint import RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph, wikidata_prefixes
 from sparqlnav.graph.names import Kind, NameHit
 from sparqlnav.graph.vocab import WIKIDATA, Vocabulary, Wikibase
 from sparqlnav.settings import Settings
+from sparqlnav.transport import guarded_transport
 
 LABEL_CACHE_SIZE = 100_000
+# An API answer (search hits, labels of 50 entities) is kilobytes; this bounds one counted after content decoding.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 
 class WikidataNames:
@@ -35,7 +38,9 @@ class WikidataNames:
         self.wikibase = wikibase
         self.language = language
         self._client = httpx.Client(
-            headers={"User-Agent": user_agent} if user_agent else {}, timeout=timeout_s
+            headers={"User-Agent": user_agent} if user_agent else {},
+            timeout=timeout_s,
+            transport=guarded_transport(max_response_bytes=MAX_RESPONSE_BYTES),
         )
         self._labels: OrderedDict[str, str] = OrderedDict()  # bounded: a long-running server asks about many
 
@@ -151,7 +156,7 @@ def open_wikidata(settings: Settings) -> KnowledgeGraph:
         settings.wikidata.sparql,
         name="wikidata",
         limits=settings.limits,
-        http=HttpOptions(user_agent=settings.remote.user_agent, headers=settings.remote.headers),
+        http=settings.remote.http(),
         allowed_services=settings.remote.allowed_services,
     )
     names = WikidataNames(settings.wikidata.api, user_agent=settings.remote.user_agent)

@@ -29,6 +29,7 @@ from sparqlnav.llm.messages import (
 )
 from sparqlnav.llm.react import REACT_STOP, parse_react, react_messages
 from sparqlnav.llm.usage import Budget, CallOutcome, CallReporter, Recorder, UsageTotals
+from sparqlnav.redirects import OffOrigin, OriginGuard
 from sparqlnav.retry import GaveUp, Retryable, RetryPolicy, retry_after, with_retries
 from sparqlnav.transport import TOO_LARGE, Deadline, guarded_transport, sdk_http
 
@@ -153,18 +154,22 @@ class LLMClient:
         # cancelled run stops waiting at once (a request that gave up must not keep a hanging call alive).
         self._deadline = Deadline()
         http = sdk_http()
+        http_client = http.Client(
+            transport=guarded_transport(http, self._deadline, max_response_bytes=config.max_response_bytes),
+            timeout=config.timeout_s,
+            follow_redirects=True,
+        )
         # Our own retry loop (max_retries=0 here) so retries are visible, bounded and testable.
         self._sdk = openai.OpenAI(
             api_key=key or NO_KEY_PLACEHOLDER,
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=0,
-            http_client=http.Client(
-                transport=guarded_transport(http, self._deadline, max_response_bytes=config.max_response_bytes),
-                timeout=config.timeout_s,
-                follow_redirects=True,
-            ),
+            http_client=http_client,
         )
+        # Redirects within the server's origin only: another would be sent the whole prompt (and the key's
+        # header when it is not Authorization). Checked before each request, each redirect's included.
+        http_client.event_hooks = {"request": [OriginGuard(str(self._sdk.base_url), what="the LLM server")]}
 
     # -- lifecycle
 
@@ -411,8 +416,13 @@ class LLMClient:
                 last = f"no answer within {timeout:g} s"
                 reporter(number, "timeout", self._clock() - started, error=last)
                 raise _Failure(last) from exc
-            except openai.APIConnectionError as exc:
-                cause = one_line(str(exc.__cause__ or exc))
+            except (OffOrigin, openai.APIConnectionError) as exc:
+                # openai 3.x lets the redirect hook's OffOrigin through; 1.x wraps it in an APIConnectionError.
+                off = exc if isinstance(exc, OffOrigin) else exc.__cause__
+                cause = one_line(str(off or exc))
+                if isinstance(off, OffOrigin):  # the same server would redirect again: no retry
+                    reporter(number, "unreachable", self._clock() - started, error=cause)
+                    raise LLMError(f"LLM request to {where} failed: {cause}", attempts=number) from exc
                 if cause.startswith(TOO_LARGE):  # the same server would send the same again: no retry
                     reporter(number, "unparseable", self._clock() - started, error=cause)
                     raise LLMError(f"LLM request to {where} failed: {cause}", attempts=number) from exc

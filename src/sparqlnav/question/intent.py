@@ -51,6 +51,7 @@ SUPERLATIVES: dict[str, tuple[str, tuple[str, ...]]] = {
     "earliest": ("ASC", ("date", "time", "year")),
     "latest": ("DESC", ("date", "time", "year")),
     "newest": ("DESC", ("date", "time", "year", "inception")),
+    "rarest": ("ASC", ("count", "frequency")),  # the fewest occurrences, never the most
     "fastest": ("DESC", ("speed",)),
     "slowest": ("ASC", ("speed",)),
     "greatest": ("DESC", ()),
@@ -87,6 +88,18 @@ YEAR_WORDS: dict[str, str] = {
     "since": "year>=",
 }
 NUMBER = re.compile(r"^-?\d+(?:[.,]\d+)?$")
+# Small numbers as people write them in a condition ("more than one", "at least two").
+NUMBER_WORDS = {w: float(n) for n, w in enumerate(
+    ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"))}
+# Units a rate is measured in: "kilometres per litre" is one measure, not a figure per group.
+UNIT_WORDS = word_set(
+    """
+    km kilometre kilometres kilometer kilometers mile miles metre metres meter meters m cm mm kg g gram grams
+    kilogram kilograms tonne tonnes ton tons pound pounds lb lbs litre litres liter liters l gallon gallons
+    second seconds minute minutes hour hours day days week weeks month months year years euro euros eur dollar
+    dollars usd cent cents calorie calories kcal watt watts kwh mph kmh beat beats goal goals point points
+    """
+)
 # Operations on the answer that are not a fact, a numeric condition, an ordering or one aggregate: English
 # function words, the same for any graph.
 OperationKind = Literal["negation", "comparison", "proportion", "rank", "alternative", "grouping"]
@@ -204,7 +217,9 @@ def analyse(tokens: Sequence[WordToken]) -> Intent:
         while j < len(words) and not is_stopword(words[j]) and len(focus) < 3:
             focus.append(j)
             j += 1
-    aggregate, agg_positions = _aggregate(words, superlative)
+    aggregate, agg_positions = _aggregate(words, superlative, counting=answer == "count")
+    if answer == "count":  # "how many … in total": the count says "total"
+        used |= {i for i, w in enumerate(words) if w in ("total", "altogether")}
     if aggregate:
         used |= agg_positions
         answer = "number" if answer == "thing" else answer
@@ -275,8 +290,9 @@ def _joined_runs(words: Sequence[str], joiner: str) -> tuple[frozenset[int], fro
 def _operations(
     words: Sequence[str], comparisons: Sequence[Comparison], superlative: Superlative | None
 ) -> tuple[Operation, ...]:
-    """The operations of OPERATION_WORDS the question asks for; "than" in a numeric condition ("more than 5")
-    is that condition's, and an ordinal counts only beside a superlative ("the second most common")."""
+    """The operations of OPERATION_WORDS the question asks for; "than" in a numeric condition ("more than 5",
+    "more than one") is that condition's, "per" between a unit and another ("kilometres per litre") is a measure,
+    and an ordinal counts only beside a superlative ("the second most common")."""
     numeric: set[int] = set()
     for c in comparisons:
         numeric |= c.positions
@@ -289,18 +305,21 @@ def _operations(
             continue
         if kind == "rank" and superlative is None:
             continue
+        if w == "per" and 0 < i < len(words) - 1 and words[i - 1] in UNIT_WORDS and words[i + 1] in UNIT_WORDS:
+            continue
         out.append(Operation(kind, w, i))
     return tuple(out)
 
 
 def _aggregate(
-    words: Sequence[str], superlative: Superlative | None
+    words: Sequence[str], superlative: Superlative | None, *, counting: bool = False
 ) -> tuple[str | None, frozenset[int]]:
-    """AVG/SUM anywhere; MIN/MAX when the question asks for the value itself ("what is the maximum …")."""
+    """AVG/SUM anywhere; MIN/MAX when the question asks for the value itself ("what is the maximum …"). In a
+    question that counts, "in total" is the count's, not a SUM ("how many … in total")."""
     for i, w in enumerate(words):
         if w in ("average", "mean", "avg"):
             return "AVG", frozenset({i})
-        if w in ("sum", "total"):
+        if w == "sum" or (w == "total" and not counting):
             return "SUM", frozenset({i})
     asks_value = (
         len(words) > 2 and words[0] in ("what", "whats") and words[1] in ("is", "was", "s", "are")
@@ -333,6 +352,8 @@ def _superlative(words: Sequence[str]) -> Superlative | None:
             limit = max(1, min(100, int(m.group(1))))
     for i, w in enumerate(words):
         nxt = [j for j in range(i + 1, min(i + 4, len(words))) if not is_stopword(words[j])]
+        if w in ("most", "least") and i > 0 and words[i - 1] == "at":
+            continue  # "at least two", "at most 3": a comparison (COMPARATORS), not an extreme
         if w in ("most", "least", "fewest"):
             direction = "ASC" if w in ("least", "fewest") else "DESC"
             if not nxt:
@@ -388,8 +409,11 @@ def _comparisons(tokens: Sequence[WordToken]) -> list[Comparison]:
         for phrase, op in COMPARATORS.items():
             parts = phrase.split()
             n = len(parts)
-            if words[i : i + n] == parts and i + n < len(words) and NUMBER.match(words[i + n]):
-                value = float(words[i + n].replace(",", "."))
+            if words[i : i + n] == parts and i + n < len(words) and (
+                NUMBER.match(words[i + n]) or words[i + n] in NUMBER_WORDS
+            ):
+                after = words[i + n]
+                value = NUMBER_WORDS[after] if after in NUMBER_WORDS else float(after.replace(",", "."))
                 pos = frozenset(range(i, i + n + 1))
                 hint = frozenset(range(max(0, i - 3), i)) | frozenset(
                     range(i + n + 1, min(len(words), i + n + 3))

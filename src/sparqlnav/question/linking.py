@@ -52,6 +52,7 @@ MIN_ENTITY_SCORE = 0.55
 RELATION_LIMIT = 40
 
 
+_BREAKS = re.compile(r"[\"“”‘’',;:()]")  # what ends a run of capitalised words
 _QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|‘([^’]{2,80})’|(?<!\w)'([^']{2,80})'(?!\w)")
 
 
@@ -105,19 +106,32 @@ def find_mentions(question: str, *, max_ngram: int = MAX_NGRAM) -> list[Mention]
             add(i, i, "code")
     # Capitalised runs ("Data Services", "Bill of Materials"); a sentence-initial word only when it is not
     # a question or stop word.
+    def joined(a: int, b: int) -> bool:
+        """Whether tokens a and b (a < b) may be one name: nothing but spaces between them, no quote or comma
+        (`Town 'Name'` is a word and a quoted name, not a name `Town 'Name`)."""
+        return not _BREAKS.search(question[tokens[a].end : tokens[b].start])
+
     i = 0
     while i < len(tokens):
         if _capitalised(tokens[i].text) and not (is_stopword(tokens[i].text)):
             j = i
             while j + 1 < len(tokens):
                 nxt = tokens[j + 1].text
-                if _capitalised(nxt) and not is_stopword(nxt):
+                if _capitalised(nxt) and not is_stopword(nxt) and joined(j, j + 1):
                     j += 1
                 elif (
                     nxt.lower() in ("of", "de", "von", "van", "der", "la", "le", "and", "&")
                     and j + 2 < len(tokens)
                     and _capitalised(tokens[j + 2].text)
+                    and joined(j, j + 2)
                 ):
+                    if nxt.lower() in ("and", "&"):
+                        # "Portugal and Spain" is two names as often as "Procter and Gamble" is one: both are kept
+                        add(i, j, "capitalised")
+                        k = j + 2
+                        while k + 1 < len(tokens) and _capitalised(tokens[k + 1].text) and joined(k, k + 1):
+                            k += 1
+                        add(j + 2, k, "capitalised")
                     j += 2
                 else:
                     break

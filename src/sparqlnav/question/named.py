@@ -33,6 +33,8 @@ SAME_WORD = 0.95  # a lower-case phrase is a name only when each of its words is
 LOOKUP_SECONDS = 5.0  # per query: the lookups are hints, skipped on a slow endpoint
 SUBJECTS = 2000  # subjects read per lookup (a value or a country may have millions)
 _NAMED_SOURCES = ("quoted", "code", "capitalised")
+# Words for an attribute every thing has: a phrase ending in one names a column, not a thing.
+_COLUMN_WORDS = frozenset({"id", "ids", "identifier", "identifiers", "uid", "key", "keys", "pk"})
 # Codes that are quantities or ranks, not names: "10th", "50mm", "15x15".
 _QUANTITY = re.compile(r"^\d+(?:[a-z]{1,3}|x\d+)$", re.I)
 
@@ -177,6 +179,8 @@ def _choose(
         by_mention.setdefault(c.mention, []).append(c)
     ranked: list[tuple[float, Mention, list[EntityCandidate]]] = []
     for m in mentions:
+        if _names_a_column(m):
+            continue
         cands = sorted(by_mention.get(m, []), key=lambda c: (-c.score, -c.degree, c.iri))
         if m.source not in _NAMED_SOURCES:
             # A phrase of the question is a name only when it is a thing's name ("chaotic evil", not "products" for
@@ -189,7 +193,8 @@ def _choose(
         best = cands[0].score if cands else 0.0
         kept = [c for c in cands if c.score >= best - CLOSE][:PER_NAME]
         ranked.append((best, m, kept))
-    ranked.sort(key=lambda r: (-r[0], r[1].first))
+    # Best first; a quoted name before what overlaps it (the writer's own marking says where a name ends).
+    ranked.sort(key=lambda r: (-r[0], r[1].source != "quoted", r[1].first))
     taken: set[int] = set()
     said: set[str] = set()
     chosen: list[tuple[Mention, list[EntityCandidate]]] = []
@@ -219,21 +224,34 @@ def _names_it(mention: Mention, candidate: EntityCandidate) -> bool:
 
 def _looks_like_a_name(mention: Mention) -> bool:
     """Whether a marked mention that matched nothing is worth saying "not found" of: not a capital that starts the
-    question, a quantity ("10th"), single letters ("A and B") or a plural acronym ("IDs")."""
+    question, a quantity ("10th"), single letters, a plural acronym ("IDs"), or two names joined by "and" (each
+    is looked up on its own)."""
     text = mention.text
     if mention.source == "quoted":
         return True
     if (mention.first == 0 and mention.first == mention.last) or _QUANTITY.match(text):
         return False
+    if re.search(r"\s(?:and|&)\s", text):
+        return False
     return any(len(w) >= 3 for w in name_words(text)) and not re.fullmatch(r"[A-Z]{2,}s", text)
 
 
+def _names_a_column(mention: Mention) -> bool:
+    """"id", "owner id", "the key": a word for an attribute of every thing, not the name of one (relay players were
+    shown three arbitrary things of a class for each "X id")."""
+    words = name_words(mention.text)
+    return mention.source != "quoted" and bool(words) and words[-1].lower() in _COLUMN_WORDS
+
+
 def _forms(text: str, languages: Iterable[str]) -> list[Term]:
-    """The literals a name may be stored as: as written and title-cased, plain and in the graph's languages."""
+    """The literals a name may be stored as: as written and title-cased, plain and in the graph's languages, and
+    plain with a space after or before it (text exported from a fixed-width column: "Lyon ")."""
     out: list[Term] = []
     for written in dict.fromkeys([text, text.title()]):
         for lang in dict.fromkeys(["", *languages]):
             out.append(Term.literal(written, lang=lang or None))
+    for written in dict.fromkeys([text, text.title()]):
+        out += [Term.literal(written + " "), Term.literal(" " + written)]
     return out
 
 
@@ -276,7 +294,9 @@ def _line(name: Named, prefixes: PrefixMap) -> str:
     parts = [_thing(t, prefixes) for t in name.things]
     text = ", or ".join(parts)
     if name.values:
-        stored = f'the text "{name.value_text}" as ' + ", ".join(_use(u, prefixes) for u in name.values[:2])
+        spaced = name.value_text != name.value_text.strip()
+        written = f'the text "{name.value_text}"' + (" (stored with spaces around it: match it exactly)" if spaced else "")
+        stored = f"{written} as " + ", ".join(_use(u, prefixes) for u in name.values[:2])
         text = f"{text}; also {stored}" if text else f"no thing by this name; {stored}"
     return head + text
 

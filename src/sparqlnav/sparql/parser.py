@@ -200,6 +200,8 @@ class ParsedQuery:
     undefined_prefixes: dict[str, tuple[int, int]] = field(default_factory=dict)
     projections: dict[int, frozenset[str] | None] = field(default_factory=dict)
     """Subquery id → the variables it projects (None for SELECT *): the others are local to it."""
+    clauses: int = 0
+    """How many clauses and nodes of every kind the query holds (see `_Parser.clause`)."""
 
 
 class SparqlSyntaxError(SparqlnavError):
@@ -211,6 +213,16 @@ class SparqlSyntaxError(SparqlnavError):
         self.line = line
         self.column = column
         self.offset = offset
+
+
+class TooManyClauses(SparqlnavError):
+    """A query with more clauses than the caller's budget: read up to the clause past it, and no further."""
+
+    def __init__(self, limit: int, line: int, column: int) -> None:
+        super().__init__(f"line {line}, column {column}: more than {limit:,} clauses")
+        self.limit = limit
+        self.line = line
+        self.column = column
 
 
 # -------------------------------------------------------------------------------------------- lexer
@@ -561,8 +573,11 @@ class _Parser:
         collect_undefined: bool,
         tick: Callable[[], None] | None = None,
         oxigraph: bool = False,
+        max_clauses: int | None = None,
     ) -> None:
         self.text = text
+        self.clauses = 0
+        self._max_clauses = max_clauses
         self.pos = 0
         self._cache: dict[int, ParserToken] = {}
         self._lexer = _LEXERS[oxigraph]
@@ -610,6 +625,15 @@ class _Parser:
         elif tok.kind in ("PNAME", "WORD") and (glued := _GLUED.match(tok.text)) is not None:
             hint = f" (a missing space after {glued.group(1)}?)"
         return self.error(f"expected {what}, found {_describe(tok)}{hint}", tok)
+
+    def clause(self, tok: ParserToken | None = None) -> None:
+        """Count one clause or node: a group, triple pattern, FILTER, BIND, VALUES block, projected item, FROM,
+        DESCRIBE target, GROUP/HAVING/ORDER condition, LIMIT/OFFSET, operator, function call, path step or quoted
+        triple; past the budget, stop reading (TooManyClauses)."""
+        self.clauses += 1
+        if self._max_clauses is not None and self.clauses > self._max_clauses:
+            line, col = self.linecol(tok.start if tok is not None else self._skip(self.pos))
+            raise TooManyClauses(self._max_clauses, line, col)
 
     # -- lexing
     def _skip(self, pos: int) -> int:
@@ -795,6 +819,7 @@ class _Parser:
             iri_uses=self.iri_uses,
             undefined_prefixes=dict(self.undefined),
             projections=dict(self.projections),
+            clauses=self.clauses,
         )
 
     def prologue(self) -> None:
@@ -831,6 +856,8 @@ class _Parser:
         names: set[str] = set()
         while True:
             tok = self.peek()
+            if tok.kind == "VAR" or self.is_punct("("):
+                self.clause(tok)
             if tok.kind == "VAR":
                 self.next()
                 if tok.text[1:] in names:
@@ -925,6 +952,7 @@ class _Parser:
         if not self.accept_punct("*"):
             count = 0
             while self.peek().kind in ("VAR", "IRI", "PNAME"):
+                self.clause()
                 tok = self.next()
                 if tok.kind != "VAR":
                     self.iri_of(tok)
@@ -938,7 +966,9 @@ class _Parser:
         self.solution_modifier(None, scope)
 
     def dataset_clauses(self) -> None:
-        while self.accept_word("FROM"):
+        while self.is_word("FROM"):
+            self.clause()
+            self.next()
             self.accept_word("NAMED")
             tok = self.next()
             if tok.kind not in ("IRI", "PNAME"):
@@ -987,6 +1017,7 @@ class _Parser:
                 else:
                     break
                 count += 1
+                self.clause()
             if count == 0:
                 raise self.expected("a variable or expression after GROUP BY")
         if self.accept_word("HAVING"):
@@ -1003,6 +1034,7 @@ class _Parser:
                 aggregated = self.constraint().aggregate or aggregated
                 self._agg_ok = False
                 count += 1
+                self.clause()
             if count == 0:
                 raise self.expected("a condition in (…) after HAVING")
             grouped = True
@@ -1036,6 +1068,7 @@ class _Parser:
                     break
                 self._agg_ok = False
                 count += 1
+                self.clause()
             if count == 0:
                 raise self.expected("a variable or expression after ORDER BY")
         self.limit_offset()
@@ -1074,6 +1107,7 @@ class _Parser:
     def limit_offset(self) -> None:
         seen: set[str] = set()
         while self.is_word("LIMIT", "OFFSET"):
+            self.clause()
             word = self.next().value
             if word in seen:
                 raise self.error(f"{word} is given twice")
@@ -1088,6 +1122,7 @@ class _Parser:
 
     def data_block(self) -> list[str]:
         tok = self.peek()
+        self.clause(tok)
         if tok.kind == "VAR":
             self.next()
             var = tok.text[1:]
@@ -1157,6 +1192,7 @@ class _Parser:
 
     # -- graph patterns
     def group_graph_pattern(self) -> set[str]:
+        self.clause()
         self.expect_punct("{")
         scope = self.sub_select() if self.is_word("SELECT") else self.group_graph_pattern_sub()
         self.expect_punct("}", "'}' or a graph pattern")
@@ -1271,9 +1307,11 @@ class _Parser:
             self._context = old
             self._service = old_service
         elif word == "FILTER":
+            self.clause(tok)
             self.where_constraint("FILTER")
             return  # a FILTER does not split a basic graph pattern
         elif word == "BIND":
+            self.clause(tok)
             self.expect_punct("(")
             self._agg_check_where("BIND")
             self.expression()
@@ -1404,6 +1442,7 @@ class _Parser:
                 scope |= inner
                 if isinstance(obj, Var):
                     scope.add(obj.name)
+                self.clause(vtok)
                 line, col = self.linecol(vtok.start)
                 pattern = TriplePattern(
                     subject, verb, obj, line, col, self._service, self._context, self._scope
@@ -1448,6 +1487,7 @@ class _Parser:
         while self.is_punct("~") or self.is_punct("{|"):
             if not isinstance(verb, Var | Iri):
                 raise self.error("reifiers and annotations are not allowed on property paths")
+            self.clause()
             node: Term | None = None
             if self.accept_punct("~"):
                 node = self.reifier_id(scope)
@@ -1471,6 +1511,7 @@ class _Parser:
     def _quote(self) -> ParserToken:
         # The engine's parser recurses per level: deep quoting is refused like deep brackets.
         tok = self.next()
+        self.clause(tok)
         self._quoted += 1
         if self._quoted > MAX_QUOTED_DEPTH:
             raise self.error(f"quoted triples nest more than {MAX_QUOTED_DEPTH} deep", tok)
@@ -1583,6 +1624,7 @@ class _Parser:
         while not self.is_punct(")"):
             if self.peek().kind == "EOF":
                 raise self.expected("')' to close the collection")
+            self.clause()
             node, inner = self.graph_node(paths=paths)
             scope |= inner
             if isinstance(node, Var):
@@ -1686,17 +1728,20 @@ class _Parser:
     def path(self) -> Path:
         options = [self.path_sequence()]
         while self.accept_punct("|"):
+            self.clause()
             options.append(self.path_sequence())
         return options[0] if len(options) == 1 else PathAlt(tuple(options))
 
     def path_sequence(self) -> Path:
         parts = [self.path_elt_or_inverse()]
         while self.accept_punct("/"):
+            self.clause()
             parts.append(self.path_elt_or_inverse())
         return parts[0] if len(parts) == 1 else PathSeq(tuple(parts))
 
     def path_elt_or_inverse(self) -> Path:
         if self.accept_punct("^"):
+            self.clause()
             return PathInv(self.path_elt())
         return self.path_elt()
 
@@ -1704,6 +1749,7 @@ class _Parser:
         primary = self.path_primary()
         tok = self.peek()
         if tok.kind == "PUNCT" and tok.value in ("?", "*", "+"):
+            self.clause(tok)
             self.next()
             return PathMod(primary, tok.value)
         return primary
@@ -1717,6 +1763,7 @@ class _Parser:
             self.next()
             return PathLink(RDF_TYPE)
         if self.accept_punct("!"):
+            self.clause()
             return self.negated_property_set()
         if self.accept_punct("("):
             inner = self.path()
@@ -1765,12 +1812,14 @@ class _Parser:
     def expression(self) -> _Expr:
         expr = self.and_expression()
         while self.accept_punct("||"):
+            self.clause()
             expr.add(self.and_expression())
         return expr
 
     def and_expression(self) -> _Expr:
         expr = self.relational_expression()
         while self.accept_punct("&&"):
+            self.clause()
             expr.add(self.relational_expression())
         return expr
 
@@ -1780,12 +1829,15 @@ class _Parser:
         start = self._skip(self.pos)
         m = _RELOP.match(self.text, start)
         if m:
+            self.clause()
             self.pos = m.end()
             expr.add(self.additive_expression())
         elif self.is_word("IN"):
+            self.clause()
             self.next()
             expr.add(self.expression_list())
         elif self.is_word("NOT"):
+            self.clause()
             self.next()
             self.expect_word("IN")
             expr.add(self.expression_list())
@@ -1806,6 +1858,7 @@ class _Parser:
     def additive_expression(self) -> _Expr:
         expr = self.multiplicative_expression()
         while self.is_punct("+") or self.is_punct("-"):
+            self.clause()
             self.next()
             expr.add(self.multiplicative_expression())
         return expr
@@ -1813,14 +1866,16 @@ class _Parser:
     def multiplicative_expression(self) -> _Expr:
         expr = self.unary_expression()
         while self.is_punct("*") or self.is_punct("/"):
+            self.clause()
             self.next()
             expr.add(self.unary_expression())
         return expr
 
     def unary_expression(self) -> _Expr:
         while self.accept_punct("!"):  # `!!x` is SPARQL 1.2; a loop, as a long run must not recurse
-            pass
+            self.clause()
         if self.is_punct("+") or self.is_punct("-"):
+            self.clause()
             self.next()
         return self.primary_expression()
 
@@ -1856,6 +1911,7 @@ class _Parser:
             self.next()
             return _Expr()
         if self.is_punct("("):
+            self.clause()
             self.next()
             self.accept_word("DISTINCT")
             expr = self.expression()
@@ -1869,6 +1925,7 @@ class _Parser:
 
     def builtin_call(self) -> _Expr:
         tok = self.next()
+        self.clause(tok)
         name = tok.value
         if name in _AGGREGATES:
             return self.aggregate(tok)
@@ -1952,6 +2009,7 @@ def parse_query(
     collect_undefined_prefixes: bool = False,
     tick: Callable[[], None] | None = None,
     oxigraph: bool = False,
+    max_clauses: int | None = None,
 ) -> ParsedQuery:
     """Parse a SPARQL 1.1 query, or one with the SPARQL 1.2 forms Oxigraph 0.5 reads (never executed); raise
     SparqlSyntaxError with line and column.
@@ -1959,9 +2017,15 @@ def parse_query(
     `prefixes` are predeclared (the query's own PREFIX lines win). With `collect_undefined_prefixes`
     undeclared prefixes are recorded in `undefined_prefixes` instead of raising. `tick` is called every
     `TICK_EVERY` tokens (a caller's deadline or cancel signal raises from it). With `oxigraph`, names are read as
-    Oxigraph 0.5 reads them (see `OXIGRAPH_NAMES`), not as SPARQL 1.1 defines them."""
+    Oxigraph 0.5 reads them (see `OXIGRAPH_NAMES`), not as SPARQL 1.1 defines them. With `max_clauses`, a query
+    holding more clauses and nodes of every kind (`ParsedQuery.clauses`) raises TooManyClauses where it passes them."""
     parser = _Parser(
-        text, extra_prefixes=prefixes, collect_undefined=collect_undefined_prefixes, tick=tick, oxigraph=oxigraph
+        text,
+        extra_prefixes=prefixes,
+        collect_undefined=collect_undefined_prefixes,
+        tick=tick,
+        oxigraph=oxigraph,
+        max_clauses=max_clauses,
     )
     try:
         return parser.parse()

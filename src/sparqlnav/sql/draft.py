@@ -155,6 +155,12 @@ class SqlJoin:
     ref: TableRef
     left: ColumnRef
     right: ColumnRef
+    conditions: tuple[SqlCondition, ...] = ()  # an anti-join's own conditions (inside its NOT EXISTS)
+
+    def not_exists(self) -> str:
+        """As an anti-join: NOT EXISTS a partner (meeting its own conditions)."""
+        inner = " AND ".join([f"{self.right.sql()} = {self.left.sql()}", *(c.sql() for c in self.conditions)])
+        return f"NOT EXISTS (SELECT 1 FROM {self.ref.sql()} WHERE {inner})"
 
 
 @dataclass(frozen=True)
@@ -195,6 +201,10 @@ class SqlDraft:
     order: SqlOrdering | None = None
     limit: int | None = None
     answer: tuple[Selectable, ...] = ()
+    # each table's stored columns: a draft that lists no column selects these, not `*`, which also reads generated
+    # columns (a virtual `zeroblob(200000000)` column filled 1.5 GB of memory, issue 39)
+    columns_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    distinct: bool = False  # SELECT DISTINCT: a list without repeats
 
     @property
     def tables(self) -> tuple[TableRef, ...]:
@@ -222,7 +232,12 @@ class SqlDraft:
         return replace(self, unmatched=(*self.unmatched, join))
 
     def with_condition(self, condition: SqlCondition) -> SqlDraft:
-        """One more condition."""
+        """One more condition; on a column of an anti-joined table it goes inside that table's NOT EXISTS."""
+        left = condition.left
+        if isinstance(left, ColumnRef) and any(j.ref.alias == left.alias for j in self.unmatched):
+            unmatched = tuple(replace(j, conditions=(*j.conditions, condition)) if j.ref.alias == left.alias else j
+                              for j in self.unmatched)
+            return replace(self, unmatched=unmatched)
         return replace(self, conditions=(*self.conditions, condition))
 
     def with_group(self, column: ColumnRef | DatePart) -> SqlDraft:
@@ -230,16 +245,19 @@ class SqlDraft:
         return replace(self, groups=(*self.groups, column))
 
     def with_aggregate(self, aggregate: SqlAggregate) -> SqlDraft:
-        """One more aggregate."""
-        return replace(self, aggregates=(*self.aggregates, aggregate))
+        """One more aggregate (returned too when the answer's columns are already chosen)."""
+        answer = (*self.answer, aggregate) if self.answer else ()
+        return replace(self, aggregates=(*self.aggregates, aggregate), answer=answer)
 
     def with_order(self, order: SqlOrdering | None, limit: int | None) -> SqlDraft:
         """The order and the limit."""
         return replace(self, order=order, limit=limit)
 
-    def with_answer(self, answer: tuple[Selectable, ...]) -> SqlDraft:
-        """The columns (and aggregates) the query returns."""
-        return replace(self, answer=answer)
+    def with_answer(self, answer: tuple[Selectable, ...], distinct: bool = False) -> SqlDraft:
+        """The columns (and aggregates) the query returns, each row once when `distinct`; an aggregate not added
+        yet is added."""
+        added = tuple(a for a in answer if isinstance(a, SqlAggregate) and a not in self.aggregates)
+        return replace(self, answer=answer, distinct=distinct, aggregates=(*self.aggregates, *added))
 
     def selected(self) -> tuple[Selectable, ...]:
         """What the SELECT lists: the answer when set; else the groups and aggregates; else nothing (every column)."""
@@ -256,13 +274,18 @@ class SqlDraft:
             listed = ", ".join(s.sql() + (f" AS {quote_name(s.name)}" if not isinstance(s, ColumnRef) else "")
                                for s in chosen)
         else:
-            listed = "*" if not self.joins else ", ".join(f"{quote_name(t.alias)}.*" for t in self.tables)
-        lines = [f"SELECT {listed}", f"FROM {self.base.sql()}"]
+            known = dict(self.columns_of)
+            if not self.joins and not known.get(self.base.table):
+                listed = "*"
+            else:
+                listed = ", ".join(
+                    ", ".join(f"{quote_name(t.alias)}.{quote_name(c)}" for c in known[t.table]) if known.get(t.table)
+                    else f"{quote_name(t.alias)}.*" for t in self.tables)
+        lines = [f"SELECT {'DISTINCT ' if self.distinct else ''}{listed}", f"FROM {self.base.sql()}"]
         for j in self.joins:
             lines.append(f"JOIN {j.ref.sql()} ON {j.left.sql()} = {j.right.sql()}")
         where = [c.sql() for c in self.conditions if not isinstance(c.left, SqlAggregate)]
-        where += [f"NOT EXISTS (SELECT 1 FROM {j.ref.sql()} WHERE {j.right.sql()} = {j.left.sql()})"
-                  for j in self.unmatched]
+        where += [j.not_exists() for j in self.unmatched]
         having = [c.sql() for c in self.conditions if isinstance(c.left, SqlAggregate)]
         if where:
             lines.append("WHERE " + "\n  AND ".join(where))

@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # the spec's module pulls in the store; this one needs only i
 
 CONNECT_TIMEOUT_S = 10
 PROGRESS_EVERY = 1_000  # SQLite VM instructions between two looks at the clock (~tens of microseconds)
-FETCH_ROWS = 500  # rows fetched at a time, so the byte cap is met before a large result is in memory
+PG_FETCH_ROWS = 20  # PostgreSQL rows fetched at a time (SQLite's one by one): few rows are ever in memory past the cap
+MIN_VALUE_BYTES = 1 << 20  # SQLite's length limit on any one value, or the byte cap when that is larger
+TOO_MUCH_MEMORY = "the statement needed more memory than this server allows: refused"
 
 
 class SqlError(SparqlnavError):
@@ -80,7 +82,7 @@ class _Collector:
         self.size = 0
         self.truncated = False
 
-    def take(self, batch: list[Any]) -> bool:
+    def take(self, batch: Iterable[Any]) -> bool:
         """Add rows; False once a cap is met (the rest is not wanted)."""
         for row in batch:
             if len(self.rows) >= self.caps.max_rows:
@@ -149,22 +151,28 @@ def _sqlite(database: Database, sql: str, caps: Caps) -> SqlResult:
         con.text_factory = lambda b: b.decode("utf-8", "replace")  # text that is no UTF-8 still reads
         con.execute("PRAGMA query_only = ON")
         con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        # No value longer than the result may be: one function call (printf('%.*c', 999999999, 'x')) runs past
+        # the progress handler, but not past SQLite's own length check, which stops it at once.
+        longest = max(MIN_VALUE_BYTES, caps.max_bytes)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, longest)
         con.set_authorizer(_sqlite_authorizer)
         con.set_progress_handler(over_time, PROGRESS_EVERY)
         collector = _Collector(caps)
         try:
             cursor = con.execute(sql)
             columns = tuple(d[0] for d in cursor.description or ())
-            while True:  # a batch past the row cap marks the result cut; an empty one ends it
-                batch = cursor.fetchmany(FETCH_ROWS)
-                if not batch or not collector.take(batch):
-                    break
+            # Row by row under the byte budget: a batch fetched before the cap was looked at held 4 GB (issue 39).
+            collector.take(iter(cursor.fetchone, None))
         except (sqlite3.Warning, sqlite3.ProgrammingError) as exc:  # "You can only execute one statement at a time."
             raise SqlRefused(f"one statement per request: {_one_line(exc)}") from None
+        except MemoryError:
+            raise SqlRefused(TOO_MUCH_MEMORY) from None
         except sqlite3.Error as exc:
             if timed_out:
                 raise SqlTimeout(f"the query ran past its time limit ({caps.timeout_s:g} s) and was stopped") from None
             message = _one_line(exc)
+            if "too big" in message:
+                raise SqlRefused(f"a value would be longer than {longest:,} bytes: refused") from None
             if any(why in message for why in ("not authorized", "authorization denied", "readonly", "read-only",
                                               "prohibited")):
                 raise SqlRefused(f"refused by the database's read-only mode: {message}") from None
@@ -228,9 +236,11 @@ def _postgresql(database: Database, sql: str, caps: Caps) -> SqlResult:
                 while True:
                     left = _time_left(deadline, caps)
                     con.execute(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
-                    batch = cursor.fetchmany(FETCH_ROWS)
+                    batch = cursor.fetchmany(PG_FETCH_ROWS)
                     if not batch or not collector.take(batch):
                         break
+        except MemoryError:
+            raise SqlRefused(TOO_MUCH_MEMORY) from None
         except psycopg.errors.QueryCanceled:
             raise SqlTimeout(f"the query ran past its time limit ({caps.timeout_s:g} s) and was stopped") from None
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as exc:
@@ -244,6 +254,32 @@ def _postgresql(database: Database, sql: str, caps: Caps) -> SqlResult:
         except psycopg.Error as exc:
             raise SqlError(_one_line(exc)) from None
     return SqlResult(columns, tuple(collector.rows), collector.truncated)
+
+
+# Roles whose members read or write the server's files or run programs there: with them, the check before a
+# statement is all that stands between a question and the server (issue 39).
+_POWERFUL_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_server_program")
+
+
+def role_warning(database: Database, timeout_s: float = 5.0) -> str | None:
+    """One line when sparqlnav connects to PostgreSQL with more rights than reading needs (a superuser, or a member
+    of a role that reaches the server's files); None when the role can only do what was granted, or for SQLite."""
+    if database.kind != "postgresql":
+        return None
+    with _pg_connection(database, Caps(timeout_s, 1, 1_000)) as con:
+        row = con.execute(
+            "SELECT current_user, rolsuper, " + ", ".join("pg_has_role(current_user, %s, 'MEMBER')" for _ in _POWERFUL_ROLES)
+            + " FROM pg_roles WHERE rolname = current_user", _POWERFUL_ROLES,
+        ).fetchone()
+    if row is None:
+        return None
+    user, superuser, *members = row
+    powers = ["a superuser"] if superuser else []
+    powers += [f"a member of {r}" for r, member in zip(_POWERFUL_ROLES, members, strict=True) if member]
+    if not powers:
+        return None
+    return (f"sparqlnav connects to PostgreSQL at {database.shown} as {user}, {' and '.join(powers)}: give it a role "
+            "that can only read the tables it answers from (see the README's database section)")
 
 
 def _time_left(deadline: float, caps: Caps) -> float:

@@ -1,142 +1,129 @@
-"""The statement check before SQL runs: exactly one read-only SELECT (or WITH … SELECT) statement, with no word of a
-writing statement and no function with side effects outside strings, quoted names and comments.
+"""The statement check before SQL runs: the text is parsed as the database would read it (sqlglot, in the SQLite or
+PostgreSQL dialect) and runs only when it is exactly one read-only query — a SELECT, a set operation of SELECTs, or
+VALUES, with WITH before it — that holds no writing clause and calls only functions on the dialect's allow-list.
 
-The database's own read-only mode (`sql.executor`) is the real barrier; this check gives a clear one-line reason
-first, and refuses what a read-only transaction still allows (`set_config` can lift the time limit,
-`pg_terminate_backend` ends other sessions, `pg_read_file` reads the server's files).
+Names are read as the database reads them: a quoted function name (`"pg_read_file"(…)`) and a schema-qualified one
+(`pg_catalog.pg_read_file(…)`) are the function they name, so they are checked like the bare name; a PostgreSQL
+name quoted in another case is another (unknown) function and is refused like any name not on the list. A text the
+parser cannot read whole is refused (fail closed). The database's own read-only mode (`sql.executor`) stays the
+barrier behind this check; the check gives a clear one-line reason first and refuses what a read-only transaction
+still allows (`set_config` can lift the time limit, `pg_terminate_backend` ends other sessions, `pg_read_file`
+reads the server's files, `zeroblob` fills memory).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 
 Dialect = Literal["sqlite", "postgresql"]
 
-# Words only writing statements use inside a SELECT: a data-modifying WITH (PostgreSQL), SELECT … INTO a new table,
-# FOR UPDATE; and the statements SQLite or PostgreSQL would run if a second one slipped in. A column named so is
-# written in double quotes ("update"), which this check reads as a name. Kept short: every word here is one a
-# question's column may not be called unquoted.
-WRITING_WORDS = frozenset({
-    "insert", "update", "delete", "merge", "upsert", "into", "drop", "create", "alter", "truncate", "attach",
-    "detach", "pragma", "copy", "vacuum", "reindex", "grant", "revoke",
-})
-# Functions with side effects, or that run SQL this check cannot see (query_to_xml), by name.
-SIDE_EFFECT_FUNCTIONS = frozenset({
-    "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer",  # SQLite (and its shell's)
-    "set_config", "nextval", "setval", "currval", "lastval", "txid_current", "dblink", "query_to_xml",
-    "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema", "table_to_xml",
-    "table_to_xmlschema", "table_to_xml_and_xmlschema", "schema_to_xml", "schema_to_xmlschema",
-    "schema_to_xml_and_xmlschema", "database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
-})
-# Function name prefixes with side effects: PostgreSQL's administration (pg_terminate_backend, pg_read_file,
-# pg_advisory_lock, pg_reload_conf …), large objects (lo_import …), dblink_* and adminpack's file functions.
-SIDE_EFFECT_PREFIXES = ("pg_", "lo_", "dblink", "file_")
-# pg_ functions that only read or only wait (the time limit stops a long sleep).
-HARMLESS_PG = frozenset({"pg_typeof", "pg_sleep", "pg_column_size"})
+MAX_STATEMENT_CHARS = 100_000  # a question's query is a few hundred characters; parsing stays cheap below this
+_READ = {"sqlite": "sqlite", "postgresql": "postgres"}
 
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+)
-  | (?P<line_comment>--[^\n]*)
-  | (?P<block_comment>/\*.*?(?:\*/|\Z))
-  | (?P<escape_string>[Ee]'(?:[^'\\]|\\.|'')*(?:'|\Z))
-  | (?P<string>[XxBbNn]?'(?:[^']|'')*(?:'|\Z))
-  | (?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z_0-9]*)?\$)
-  | (?P<quoted>"(?:[^"]|"")*(?:"|\Z))
-  | (?P<sqlite_quoted>`(?:[^`]|``)*(?:`|\Z)|\[[^\]]*(?:\]|\Z))
-  | (?P<word>[A-Za-z_][A-Za-z_0-9$]*)
-  | (?P<semicolon>;)
-  | (?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
+# The queries that read: one of these at the top (WITH belongs to its query).
+_QUERIES: tuple[type[exp.Expression], ...] = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values,
+                                               exp.Subquery)
+# Clauses that write or lock anywhere inside (a data-modifying WITH, SELECT … INTO, FOR UPDATE) and statements the
+# parser reads without a model of their own (exp.Command).
+_WRITING: tuple[type[exp.Expression], ...] = tuple(
+    kind for kind in (getattr(exp, name, None) for name in (
+        "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "TruncateTable", "Command",
+        "Into", "Lock", "Pragma", "Copy", "Set", "Transaction", "Commit", "Rollback", "Attach", "Detach", "Grant",
+        "Revoke", "Analyze", "Use", "LoadData",
+    )) if isinstance(kind, type)
 )
 
-_ONE = re.compile(".", re.DOTALL)
+_NOTHING: tuple[type[exp.Expression], ...] = tuple(
+    kind for kind in (getattr(exp, "Semicolon", None),) if isinstance(kind, type))
 
-
-@dataclass(frozen=True)
-class Word:
-    """A bare word of the statement (lower-cased) and whether a `(` follows it: a function call."""
-
-    text: str
-    called: bool
-
-
-def words(sql: str, dialect: Dialect = "sqlite") -> tuple[list[Word], int]:
-    """The statement's bare words (outside strings, quoted names and comments) and how many statements it holds
-    (text after the last `;` that is only space or comments does not count). SQLite also quotes names in `…`
-    and [ ]; PostgreSQL has $tag$ strings (and [ ] index arrays, so their insides are read)."""
-    found: list[Word] = []
-    statements, pending = 0, False
-    pos = 0
-    tokens: list[tuple[str, str]] = []
-    while pos < len(sql):
-        m = _TOKEN.match(sql, pos)
-        if m is None:  # pragma: no cover - `other` matches any character
-            break
-        kind = m.lastgroup or "other"
-        if kind == "tag":
-            kind = "dollar"
-        if kind == "sqlite_quoted":
-            if dialect != "sqlite":
-                kind, m = "other", _ONE.match(sql, pos)
-                assert m is not None
-            else:
-                kind = "quoted"
-        if kind == "escape_string":  # PostgreSQL's E'…' reads backslash escapes (\' inside); SQLite has none
-            kind = "string" if dialect == "postgresql" else "word"
-            if kind == "word":
-                m = re.compile(r"[Ee]").match(sql, pos)
-                assert m is not None
-        if kind == "dollar" and dialect != "postgresql":
-            kind, m = "other", _ONE.match(sql, pos)
-            assert m is not None
-        if kind == "dollar":  # a PostgreSQL dollar-quoted string runs to the same tag
-            end = sql.find(m.group(0), m.end())
-            pos = len(sql) if end < 0 else end + len(m.group(0))
-            tokens.append(("string", ""))
-            pending = True
-            continue
-        tokens.append((kind, m.group(0)))
-        pos = m.end()
-        if kind == "semicolon":
-            statements += pending
-            pending = False
-        elif kind not in ("space", "line_comment", "block_comment"):
-            pending = True
-    statements += pending
-    meaningful = [(k, t) for k, t in tokens if k not in ("space", "line_comment", "block_comment")]
-    for i, (kind, text) in enumerate(meaningful):
-        if kind == "word":
-            called = i + 1 < len(meaningful) and meaningful[i + 1][1] == "("
-            found.append(Word(text.lower(), called))
-    return found, statements
+# Functions sqlglot does not model (parsed as `Anonymous`) that a read-only question may call, per dialect; every
+# other such name is refused. Not printf/format: one call with a huge width ran seconds past the time limit (no
+# progress handler runs inside it), and no question needs it; not zeroblob/randomblob: a value of any size. Functions sqlglot models (COUNT, LOWER, SUBSTR, STRFTIME, EXTRACT …) are standard
+# ones of the language and run.
+_COMMON_NAMES = """
+    abs round ceil ceiling floor trunc sign sqrt power pow exp ln log log10 log2 mod pi degrees radians sin cos tan
+    asin acos atan atan2 cot length char_length character_length octet_length bit_length lower upper trim ltrim
+    rtrim btrim substr substring replace instr position strpos left right lpad rpad concat concat_ws coalesce
+    ifnull nullif iif greatest least typeof date time datetime julianday strftime unixepoch now current_date
+    current_time current_timestamp extract date_part date_trunc to_char to_date to_timestamp to_number age
+    make_date make_time make_timestamp split_part regexp_replace regexp_match regexp_matches initcap reverse
+    repeat hex char chr unicode ascii glob like row_number rank dense_rank ntile lag lead first_value last_value
+    nth_value cume_dist percent_rank count sum avg min max total group_concat string_agg array_agg bool_and bool_or
+    every stddev stddev_pop stddev_samp variance var_pop var_samp percentile_cont percentile_disc mode median
+    random quote cast translate overlay soundex div gcd lcm factorial scale width_bucket cardinality
+    array_length array_to_string string_to_array unnest json_extract json_array_length json_object json_array
+    json_type json_valid json_each json_tree json_group_array json_group_object jsonb_array_length
+    jsonb_extract_path_text json_extract_path_text to_json to_jsonb isfinite justify_days justify_hours
+    date_diff datediff likely unlikely likelihood sign trim
+"""
+_COMMON = frozenset(_COMMON_NAMES.split())
+ALLOWED_FUNCTIONS: dict[Dialect, frozenset[str]] = {
+    "sqlite": _COMMON,
+    # pg_typeof and pg_column_size read; pg_sleep waits, and the time limit stops it
+    "postgresql": _COMMON | {"pg_typeof", "pg_column_size", "pg_sleep", "generate_series", "age", "timezone"},
+}
 
 
 def refusal(sql: str, dialect: Dialect = "sqlite") -> str | None:
-    """Why the text is not one read-only SELECT statement (one line), or None when it is."""
+    """Why the text is not one read-only query this check lets run (one line), or None when it is."""
     if "\x00" in sql:
         return "the statement holds a NUL character"
-    found, statements = words(sql, dialect)
-    if statements == 0:
+    if len(sql) > MAX_STATEMENT_CHARS:
+        return f"the statement is longer than {MAX_STATEMENT_CHARS:,} characters"
+    try:
+        # a lone `;` or a comment after the last one is no statement
+        parsed = [s for s in sqlglot.parse(sql, read=_READ[dialect]) if s is not None and not isinstance(s, _NOTHING)]
+    except (ParseError, TokenError) as exc:
+        return f"sparqlnav could not read this statement as {_name(dialect)} reads it: {_first_line(exc)}"
+    except RecursionError:
+        return "the statement nests too deeply to be read"
+    if not parsed:
         return "no SQL statement given"
-    if statements > 1:
-        return f"one statement per request: this holds {statements} (separated by ';')"
-    first = found[0].text if found else ""
-    if first not in ("select", "with", "values"):
-        shown = first.upper() or sql.strip()[:20]
-        return f"only a read-only SELECT (or WITH … SELECT) runs, not {shown}"
-    for w in found:
-        if w.called and _side_effect(w.text):
-            return f"the function {w.text}() is not allowed: it has side effects or reaches outside the database"
-        if w.text in WRITING_WORDS and not w.called:
-            return f"{w.text.upper()} is not allowed in a read-only query (quote a column of that name: \"{w.text}\")"
+    if len(parsed) > 1:
+        return f"one statement per request: this holds {len(parsed)} (separated by ';')"
+    statement = parsed[0]
+    if not isinstance(statement, _QUERIES):
+        return f"only a read-only SELECT (or WITH … SELECT) runs, not {_kind(statement)}"
+    for node in statement.walk():
+        if isinstance(node, _WRITING):
+            return f"{_kind(node)} is not allowed in a read-only query"
+        if isinstance(node, exp.Anonymous):
+            name = _function_name(node, dialect)
+            if name not in ALLOWED_FUNCTIONS[dialect]:
+                return (f"the function {name}() is not allowed: only functions that read run here (it may have side "
+                        "effects or reach outside the database)")
     return None
 
 
-def _side_effect(name: str) -> bool:
-    if name in SIDE_EFFECT_FUNCTIONS:
-        return True
-    return name.startswith(SIDE_EFFECT_PREFIXES) and name not in HARMLESS_PG
+def _function_name(node: exp.Anonymous, dialect: Dialect) -> str:
+    """The name the database calls: unquoted names fold to lower case; a quoted PostgreSQL name keeps its case
+    (so `"PG_READ_FILE"` is no function on the list); SQLite matches names in any case."""
+    name = node.name
+    quoted = isinstance(node.this, exp.Identifier) and node.this.quoted
+    if dialect == "postgresql" and quoted:
+        return name
+    return name.lower()
+
+
+def _kind(node: exp.Expr) -> str:
+    """What a statement or clause is, in the words of SQL (`DELETE`, `SELECT … INTO`, `FOR UPDATE`)."""
+    if isinstance(node, exp.Into):
+        return "SELECT … INTO"
+    if isinstance(node, exp.Lock):
+        return "FOR UPDATE/SHARE"
+    if isinstance(node, exp.Command):
+        return str(node.this).upper() or "this command"
+    return type(node).__name__.upper()
+
+
+def _name(dialect: Dialect) -> str:
+    return "SQLite" if dialect == "sqlite" else "PostgreSQL"
+
+
+def _first_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] + ("…" if len(text) > 200 else "")

@@ -19,6 +19,7 @@ REGISTRY: dict[str, tuple[str, bool]] = {
     "explore": ("sparqlnav.strategies.explore", True),
     "retrieve": ("sparqlnav.strategies.retrieve", True),
     "build": ("sparqlnav.strategies.builder", True),
+    "sql": ("sparqlnav.strategies.write_sql", True),  # one request writes SQL on a database (issue 35)
     "hybrid": ("sparqlnav.strategies.hybrid", True),
     "auto": ("sparqlnav.strategies.auto", False),  # the cascade; with no LLM, lexical alone
 }
@@ -47,7 +48,7 @@ def settings_options(name: str, settings: Settings) -> dict[str, object]:
         return {"threshold": settings.lexical.threshold}
     if name == "auto":
         return {"settings": settings, "threshold": settings.lexical.threshold}
-    if name in ("retrieve", "explore", "hybrid", "build"):
+    if name in ("retrieve", "explore", "hybrid", "build", "sql"):
         return {"settings": settings}
     return {}
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.relational import relational_of
 from sparqlnav.graph.results import ResultTable
 from sparqlnav.llm import LLMConfig
 from sparqlnav.question.fit import asks_for_one, projection_mismatch
@@ -140,6 +141,11 @@ class Auto:
     # The LLM check of a lexical answer before it is kept (None: lexical's own threshold decides, as without an LLM).
     check: AnswerCheck | None = None
     name: str = "auto"
+    # On a database (issue 35): the SQL writer, then the step-by-step SQL builder, on the live database; nothing is
+    # copied into a graph store. `target="sparql"` keeps the SPARQL cascade over the database's mapped copy.
+    sql_writer: Strategy | None = None
+    sql_builder: Strategy | None = None
+    target: str = "auto"
 
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
@@ -149,6 +155,8 @@ class Auto:
         if self.budget_s is not None and context.deadline is None:
             # One LLM time budget for the question, not one per stage: a stage gets what the earlier ones left.
             context = dataclasses.replace(context, deadline=time.monotonic() + self.budget_s)
+        if self.sql_writer is not None and self.target != "sparql" and relational_of(kg) is not None:
+            return self._in_sql(question, kg, trace, context)
         stages: list[Stage] = []
         if context.history:
             # Lexical reads the question's own words only; a follow-up ("her email") needs the earlier turns.
@@ -176,9 +184,30 @@ class Auto:
         stages.append(Stage("explore", answer, None))  # the last stage's answer is the answer
         return self._final(stages)
 
+    @property
+    def in_sql(self) -> bool:
+        """Whether a database is answered in SQL (no graph copy is made for it)."""
+        return self.sql_writer is not None and self.target != "sparql"
+
+    def _in_sql(self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> Answer:
+        """A database answered where it lives: the SQL writer, and the builder when its answer is not trusted, with
+        the reason and the writer's SQL in its first request (a follow-up continues in SQL: both read the turns)."""
+        assert self.sql_writer is not None
+        answer = self.sql_writer.run(question, kg, trace, context)
+        stages = [Stage("sql", answer, evidence_doubt(answer, question, self.options.singular_rows))]
+        if stages[-1].distrust is None or self.sql_builder is None or _llm_failed(answer, trace):
+            return self._final(stages)
+        reason = str(stages[-1].distrust)
+        handover = Handover("sql", reason, answer.sql, outcome_of(answer), (), rows_of(answer, kg))
+        trace.emit("escalate", reason=reason, check=stages[-1].distrust.check if stages[-1].distrust else None,
+                   sparql=None, sql=answer.sql, **{"from": "sql", "to": "build"})
+        built = self.sql_builder.run(question, kg, trace, context.handed_over(handover))
+        stages.append(Stage("build", built, None))
+        return self._final(stages)
+
     def close(self) -> None:
         """Close the stages that hold resources (explore's LLM clients)."""
-        for stage in (self.lexical, self.explore, self.retrieve):
+        for stage in (self.lexical, self.explore, self.retrieve, self.sql_writer, self.sql_builder):
             close = getattr(stage, "close", None)
             if callable(close):
                 close()
@@ -273,6 +302,9 @@ def create(
     """Build the cascade; with no LLM it is the lexical strategy itself. Stages may be given built; otherwise
     `options` go to lexical (its knobs) and retrieve (`example_splits`), thresholds come from `settings`."""
     lexical_keys = {"budget_s", "threshold", "query_timeout_s", "max_execute"}
+    target = str(options.pop("target", "auto"))
+    if target not in ("auto", "sql", "sparql"):
+        raise TypeError(f"auto's target is auto, sql or sparql, not {target!r}")
     unknown = set(options) - lexical_keys - {"example_splits"}
     if unknown:
         raise TypeError(f"unknown auto options: {', '.join(sorted(unknown))}")
@@ -288,6 +320,9 @@ def create(
     if retrieve is None:
         splits = {"example_splits": options["example_splits"]} if "example_splits" in options else {}
         retrieve = retrieve_module.create(llm, settings=settings, **splits)
+    from sparqlnav.strategies import builder as builder_module
+    from sparqlnav.strategies import write_sql
+
     return Auto(
         lexical=first,
         explore=explore or explore_module.create(llm, settings=settings),
@@ -295,6 +330,9 @@ def create(
         options=settings.cascade,
         budget_s=llm.budget_s,
         check=AnswerCheck(llm),
+        sql_writer=write_sql.create(llm, settings=settings) if target != "sparql" else None,
+        sql_builder=builder_module.create(llm, settings=settings, target="sql") if target != "sparql" else None,
+        target=target,
     )
 
 

@@ -114,11 +114,47 @@ def weak_parts(explained: object) -> list[str]:
     for kind in [u for u in unsupported if u in ANSWER_TYPE_WORDS]:
         said.append(ANSWER_TYPE_WORDS[kind])
     if unsupported := [u for u in unsupported if u not in ANSWER_TYPE_WORDS]:
-        said.append("the question asks for what its query does not do (" + ", ".join(unsupported) + ")")
+        said.append("the question asks for what its query does not do: " + "; ".join(map(unsupported_in_words, unsupported)))
     if loose := words("loose"):
         said.append("it took a word of the question to mean " + _quoted(loose) + ", a name the question gives only "
                     "in part")
     return said
+
+
+# lexical's codes for what a query does not do (`Scorer.unsupported`), as a reader (a person, a model) takes them.
+_OPERATIONS = {
+    "negation": "a negation",
+    "comparison": "a comparison of two things",
+    "proportion": "a proportion",
+    "rank": "a rank below the top",
+    "alternative": "either of two things",
+    "grouping": "a figure for each group",
+}
+_UNSUPPORTED = {
+    "count": "a count",
+    "yes/no": "a yes or no (its query lists rows)",
+    "not a yes/no question": "rows (its query answers yes or no)",
+    "superlative": "the most or least of something (its query orders nothing)",
+    "superlative: by an attribute no word names": "an ordering (its query orders by an attribute the question does "
+                                                   "not name)",
+    "numeric condition": "a numeric condition",
+    "answer type: no person among the answers": "a person (none of its answers is one)",
+    "answer type: values where things were asked": "things (its answers are plain values)",
+}
+_AGGREGATES = {"AVG": "an average", "SUM": "a sum", "MIN": "the smallest value", "MAX": "the largest value"}
+
+
+def unsupported_in_words(code: str) -> str:
+    """One of lexical's `unsupported` codes in plain words: "comparison: than" → 'a comparison of two things
+    ("than")' (relay players read the codes as instructions and changed right queries)."""
+    if code in _UNSUPPORTED:
+        return _UNSUPPORTED[code]
+    kind, _, word = code.partition(": ")
+    if kind == "aggregate":
+        return _AGGREGATES.get(word, word)
+    if kind in _OPERATIONS:
+        return f'{_OPERATIONS[kind]} ("{word}")'
+    return code
 
 
 def _quoted(items: list[str]) -> str:

@@ -49,7 +49,9 @@ def write_answer(
     said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
     # A cascade's handover was for writing the query; the words come from this query's rows alone.
     user = f"{context.without_handover().with_question(question)}\n\n{language}:\n{sparql}\n\nResult:\n{result}{said}"
-    system = Template(prompt_text("explore_answer.md")).safe_substitute(language=language)
+    # The rule on the note only when a note comes: a promised note that never comes reads as a missing part.
+    rule = prompt_text("explore_answer_note.md").strip() if said else ""
+    system = Template(prompt_text("explore_answer.md")).safe_substitute(language=language, note_rule=rule).strip()
     messages = [Message.system(system), Message.user(user)]
     return chat(messages, "answer").text.strip()
 

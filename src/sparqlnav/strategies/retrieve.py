@@ -23,7 +23,7 @@ from sparqlnav.feedback.catalogue import Guideline, render_guidelines
 from sparqlnav.feedback.checker import Feedback
 from sparqlnav.feedback.eraser import StepContext
 from sparqlnav.feedback.memory import Memory
-from sparqlnav.graph.endpoint import Endpoint, HttpOptions, Outcome, QueryResult, RemoteEndpoint
+from sparqlnav.graph.endpoint import Endpoint, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
@@ -48,7 +48,7 @@ from sparqlnav.retrieval.fusion import fuse_hits, search_all
 from sparqlnav.retrieval.index import IndexUnavailable, Mode, RetrievalIndex
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.retrieval.kg_index import KGIndex, SchemaUnavailable
-from sparqlnav.retrieval.records import IndexHit
+from sparqlnav.retrieval.records import Doc, IndexHit
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
@@ -149,13 +149,24 @@ def shape_block(hit: IndexHit, content: str | None = None) -> str:
 _PNAME = re.compile(r"(?<![\w<#/:.-])([A-Za-z][\w.-]*)?:(?=[A-Za-z_])")
 
 
-def _named_shapes(per_text: Mapping[str, Sequence[IndexHit]], classes: Sequence[str]) -> list[IndexHit]:
-    """Among each class name's own hits, the shape whose class is called just that (`Employee` → pv:Employee)."""
+def _named_shapes(
+    per_text: Mapping[str, Sequence[IndexHit]], classes: Sequence[str], every: Callable[[], Sequence[Doc]]
+) -> list[IndexHit]:
+    """For each class name, the shape whose class is called just that (`Employee` → pv:Employee): among the name's
+    own hits, else among `every` shape (a class named by a word search drops, such as `Show`, is found by name)."""
     found: list[IndexHit] = []
+    docs: Sequence[Doc] | None = None
+
+    def called(doc: Doc, want: str) -> bool:
+        return want in (_plain_name(local_name(str(doc.meta.get("class", "")))), _plain_name(doc.title or ""))
+
     for name in dict.fromkeys(c.strip() for c in classes):
         want = _plain_name(name)
-        found += [h for h in per_text.get(name, []) if want in (
-            _plain_name(local_name(str(h.doc.meta.get("class", "")))), _plain_name(h.doc.title or ""))][:1]
+        hit = [h for h in per_text.get(name, []) if called(h.doc, want)][:1]
+        if not hit and want:
+            docs = every() if docs is None else docs
+            hit = [IndexHit(d, 0.0) for d in docs if called(d, want)][:1]
+        found += hit
     return found
 
 
@@ -410,7 +421,7 @@ class _Run:
         shapes = fuse_hits(list(per_text.values()), k=o.k_shapes)
         # A class the decomposition names outright is shown whatever the fusion ranked (a relay model listed
         # "Employee" for "Who is our Sensor expert?" and got no pv:Employee shape).
-        named = _named_shapes(per_text, parts.classes)
+        named = _named_shapes(per_text, parts.classes, lambda: index.documents(kinds=["shape"]))
         shapes = list({h.doc.id: h for h in [*named, *shapes]}.values())[: max(o.k_shapes, len(named))]
         endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
         self.trace.emit("action", tool="retrieve", arguments={"texts": [self.question, *parts.sub_questions],
@@ -495,7 +506,13 @@ class _Run:
         endpoint_lines = self._endpoints_text(ctx, endpoints)
         # Rules and sections about examples and other endpoints only when there are some: relay runs without
         # examples sent "(no examples)" and the rule to follow them in every request.
+        # What the prompt says it rests on is what it carries: with no example retrieved, relay players were told
+        # to use "the examples" that never came (issue 37).
         system = Template(prompt_text("retrieve_generate.md")).safe_substitute(
+            sources="reference examples and schema information retrieved for this question" if example_texts
+            else "the schema information below, computed from the graph",
+            where_terms="the examples or in the schema below" if example_texts else "the schema below",
+            prefix_users="the examples and the schema use" if example_texts else "the schema uses",
             endpoints=endpoint_lines,
             follow_examples=prompt_text("rule_follow_examples.md") if example_texts else "",
             federation=prompt_text("rule_federation.md") if "\n" in endpoint_lines else "",
@@ -616,8 +633,7 @@ class _Run:
     def _remote(self, url: str, ctx: KGIndex) -> Endpoint:
         settings = self.strategy._settings()
         # Federated examples name their SERVICE endpoints: those may be called from the target too.
-        return RemoteEndpoint(url, limits=settings.limits,
-                              http=HttpOptions(user_agent=settings.remote.user_agent, headers=dict(settings.remote.headers)),
+        return RemoteEndpoint(url, limits=settings.limits, http=settings.remote.http(),
                               allowed_services=[*settings.remote.allowed_services, *ctx.endpoints])
 
     def execute(self, ctx: KGIndex, attempt: Attempt) -> QueryResult:

@@ -31,7 +31,7 @@ from sparqlnav.graph.schema import (
 from sparqlnav.graph.vocab import label_adds
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.prefixes import WELL_KNOWN, PrefixMap
-from sparqlnav.tools.probes import Probes, probe
+from sparqlnav.tools.probes import Probes, one_line, probe
 
 if TYPE_CHECKING:
     from sparqlnav.retrieval.indexes import KGIndexes
@@ -264,7 +264,8 @@ def invent_prefixes(known: PrefixMap, namespaces: Iterable[str]) -> dict[str, st
         if known.compact(ns + "x") != f"<{ns}x>":
             continue  # a declared prefix already covers it
         words = [w for w in re.split(r"[^A-Za-z]+", ns.split("://", 1)[1]) if w]
-        base = (words[-1].lower() if words else "ns")[:10] or "ns"
+        # Whole words: a name cut short (`performanc:` for …/performance#) reads as a misspelling.
+        base = (words[-1].lower() if words else "ns")[:24] or "ns"
         name, i = base, 1
         while name in taken:
             i += 1
@@ -596,7 +597,7 @@ def annotated_shape(
             line = _noted(line, few)  # 'only "EUR"' says more than two examples of it
         elif values:
             # An IRI cut short tells nothing (`<http://ld.company.org/prod-instances/e…`): IRIs are shown whole.
-            shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(show_term(v, prefixes), 40)
+            shown = ", ".join(show_term(v, prefixes) if v.kind == "uri" else clip(one_line(show_term(v, prefixes)), 40)
                               for v in values)
             line = _noted(line, f"e.g. {shown}")
         if iri and (class_iri, iri) in probes.mixed:

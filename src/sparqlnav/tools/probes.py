@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import Row, clip, show_term
+from sparqlnav.graph.results import Row, Term, clip, show_term
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.sparql.prefixes import PrefixMap
 
@@ -137,7 +137,7 @@ def _unknown_ranges(
             if result.ok and result.table is not None and result.table.rows and "o" in result.table.rows[0]:
                 term = result.table.rows[0]["o"]
                 kind = "IRI" if term.kind == "uri" else "literal"
-                shown = show_term(term, prefixes) if term.kind == "uri" else clip(show_term(term, prefixes), 40)
+                shown = show_term(term, prefixes) if term.kind == "uri" else clip(one_line(show_term(term, prefixes)), 40)
                 found[(c, p.iri)] = f"{kind}, e.g. {shown}"
     return found
 
@@ -191,12 +191,30 @@ def _few_values(
 
 
 def _values(kg: KnowledgeGraph, where: str, distinct: int, options: ProbeBounds) -> list[str] | None:
-    """The distinct values, quoted as stored (None when one is too long to list whole)."""
+    """The distinct values as stored: texts in quotes (so spaces around them show), numbers and booleans bare (a
+    model could not tell 0 from "0"); a note after them when some text has spaces around it. None when one is too
+    long to list whole."""
     rows = _rows(kg, f"SELECT DISTINCT ?o WHERE {{ {where} }} ORDER BY ?o LIMIT {distinct}", options)
-    texts = [r["o"].value for r in rows if "o" in r]
-    if distinct <= options.few_values:  # a few values are always said, a long one clipped (as before)
-        return [f'"{clip(t, 30)}"' if len(t) > 30 else quoted(t) for t in texts]
-    return [quoted(t) for t in texts] if texts and max(map(len, texts)) <= LISTED_CHARS else None
+    terms = [r["o"] for r in rows if "o" in r]
+    texts = [t.value for t in terms]
+    if distinct > options.few_values and not (texts and max(map(len, texts)) <= LISTED_CHARS):
+        return None
+    short = distinct <= options.few_values  # a few values are always said, a long one clipped (as before)
+    shown = [_shown_value(t, 30 if short else None) for t in terms]
+    spaced = sum(1 for t in texts if t != t.strip())
+    if spaced:  # said in words: relay players copied "Lyon" from a list that showed "Lyon " and matched nothing
+        shown[-1] += f" ({spaced} stored with spaces around {'it' if spaced == 1 else 'them'}: match the quoted text)"
+    return shown
+
+
+def _shown_value(term: Term, limit: int | None) -> str:
+    """One listed value: a number or boolean as it is, a text quoted (and clipped to `limit`)."""
+    kind = (term.datatype or "").removeprefix(XSD)
+    if kind in NUMERIC_TYPES or kind == "boolean":
+        return term.value
+    if limit is not None and len(term.value) > limit:
+        return quoted(clip(term.value, limit))
+    return quoted(term.value)
 
 
 def _types_note(kg: KnowledgeGraph, where: str, options: ProbeBounds) -> str | None:
@@ -214,6 +232,11 @@ def _types_note(kg: KnowledgeGraph, where: str, options: ProbeBounds) -> str | N
 
 def _xsd(iri: str) -> str:
     return "xsd:" + iri.removeprefix(XSD) if iri.startswith(XSD) else f"<{iri}>"
+
+
+def one_line(text: str) -> str:
+    """A sample value on a comment line: a newline in it would end the comment and read as schema."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def quoted(text: str) -> str:

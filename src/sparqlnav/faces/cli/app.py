@@ -3,14 +3,16 @@ shown as one line."""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from sparqlnav.faces.cli import asking, data, evaluation, lookup, serving
 from sparqlnav.faces.cli.common import CliError, err, one_line
 from sparqlnav.settings import ConfigError, Settings
+from sparqlnav.version import __version__
 
 app = typer.Typer(
     name="sparqlnav",
@@ -19,6 +21,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparqlnav {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Ask knowledge graphs questions in plain language; look things up; write, check and run SPARQL."""
+
 
 # The table of contents: looking, asking, measuring, serving, then data and indexes.
 app.command()(lookup.sparql)
@@ -38,6 +55,9 @@ app.add_typer(data.cache_app, name="cache")
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the app; any failure is one line on stderr and a non-zero exit."""
+    # What sparqlnav writes (stores copied from a 0600 database, engine logs, indexes, conversations, run folders)
+    # is its user's alone, whatever the shell's umask (issue 39); its engines and keepers inherit it.
+    os.umask(0o077)
     try:
         code = app(args=argv, standalone_mode=False)
         # Without standalone mode, click returns the code of a `typer.Exit` instead of exiting with it.

@@ -61,6 +61,7 @@ class SqlEdit:
     compared: tuple[str, str, str, str] | None = None
     answer: tuple[str, ...] = ()
     base_rows: int | None = None
+    shared: tuple[int, int] | None = None  # a join that returned nothing: rows meeting a partner, as stored/trimmed
 
 
 class SqlBuilder:
@@ -71,10 +72,13 @@ class SqlBuilder:
         self.tables = {t.name: t for t in tables}
         self.trace = trace
         self.caps = caps
-        self.draft = SqlDraft()
+        # a table with generated columns is previewed by its stored ones: `SELECT *` computes the others (issue 39)
+        self.draft = SqlDraft(columns_of=tuple((t.name, tuple(c.name for c in t.columns))
+                                               for t in self.tables.values() if t.hidden))
         self.last: SqlEdit | None = None  # the latest kept run
         self._kept: list[tuple[SqlDraft, SqlEdit | None, str]] = []  # before each kept edit: draft, run, what
         self.finished = False
+        self.tie: str | None = None  # at execute: rows tied on an order key the answer does not return
         self._counts: dict[str, int | None] = {}
 
     @property
@@ -168,18 +172,23 @@ class SqlBuilder:
         frequent = (f"SELECT {col}, COUNT(*) AS n FROM {table} AS {alias}{where} GROUP BY {col} "
                     f"ORDER BY n DESC, {col} LIMIT {SHOWN_VALUES}")
         # How many distinct values the list is drawn from (NULL is one of the listed, not of COUNT DISTINCT).
+        text = f"CAST({col} AS TEXT)"
         summary = (f"SELECT COUNT(DISTINCT {col}), COUNT({col}), COUNT(*), MIN({col}), MAX({col}), "
                    f"(SELECT COUNT(DISTINCT {col}) + MAX(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END) "
-                   f"FROM {table} AS {alias}{where}) FROM {table} AS {alias}")
+                   f"FROM {table} AS {alias}{where}), "
+                   f"SUM(CASE WHEN {text} <> TRIM({text}) THEN 1 ELSE 0 END) FROM {table} AS {alias}")
         listed, error = self.run_sql(frequent, purpose="values")
         totals, error2 = self.run_sql(summary, purpose="values")
         if listed is None or totals is None:
             return Observation(f"get_values failed: {error or error2}", None, ok=False)
-        distinct, filled, rows, low, high, matching = totals.rows[0]
+        distinct, filled, rows, low, high, matching, spaced = totals.rows[0]
         kind = self.column_kinds[self._table_of(ref)].get(ref.column, "")
         # Text columns too: the smallest and largest say how values are written (codes, dates as text, case).
         head = (f"{ref.shown} ({kind}): {distinct} distinct value(s) in {filled} of {rows} rows"
                 + (f"; from {_shown(low)} to {_shown(high)}" if filled else ""))
+        if int(str(spaced or 0)):  # '  FR' never equals 'FR': a comparison or a join must take the value as stored
+            head += (f"\n{spaced} value(s) are stored with spaces before or after them (as the quotes show): compare "
+                     "with them as stored, or with LIKE.")
         if not listed.rows:
             return Observation(head + (f"\nNo value contains {containing!r}." if where else ""), listed)
         what = f"Values containing {containing!r}" if where else "Most frequent values"
@@ -195,7 +204,7 @@ class SqlBuilder:
         return Observation(f"there is no table {table!r}; the tables are {', '.join(self.tables)}", None, ok=False)
 
     def _table_of(self, ref: ColumnRef) -> str:
-        for t in self.draft.tables:
+        for t in (*self.draft.tables, *(j.ref for j in self.draft.unmatched)):
             if t.alias == ref.alias:
                 return t.table
         return ref.alias  # a table outside the query, named as itself (get_values)
@@ -204,7 +213,8 @@ class SqlBuilder:
         """`alias.column` or a `column` only one table of the query has (`anywhere`: any table of the database);
         else why not, in one line."""
         raw = text.strip().strip('"')
-        in_query = {t.alias: t.table for t in self.draft.tables}
+        # An anti-joined table is named too: a condition on it goes inside its NOT EXISTS.
+        in_query = {t.alias: t.table for t in (*self.draft.tables, *(j.ref for j in self.draft.unmatched))}
         scope = {**({t: t for t in self.tables} if anywhere else {}), **in_query}
         alias, dot, name = raw.rpartition(".")
         if dot:
@@ -234,7 +244,21 @@ class SqlBuilder:
         for d in (*self.draft.groups, *self.draft.answer):
             if isinstance(d, DatePart) and "".join(raw.lower().split()) in (d.name, d.shown.lower()):
                 return d
-        return self._column(raw)
+        return self._new_aggregate(raw) or self._column(raw)
+
+    def _new_aggregate(self, raw: str) -> SqlAggregate | None:
+        """An aggregate named as its result column (sum_amount, count_rows, count_distinct_id) though not added."""
+        fn, _, rest = raw.strip().lower().partition("_")
+        if fn not in FUNCTIONS or not rest:
+            return None
+        if fn == "count" and rest == "rows":
+            return SqlAggregate("count", None)
+        distinct = rest.startswith("distinct_")
+        name = rest.removeprefix("distinct_") if distinct else rest
+        found = [self._column(f"{t.alias}.{c.name}") for t in self.draft.tables for c in self.tables[t.table].columns
+                 if c.name.lower() == name]
+        refs = [f for f in found if isinstance(f, ColumnRef)]
+        return SqlAggregate(fn, refs[0], distinct) if len(refs) == 1 and (fn == "count" or not distinct) else None
 
     def _part(self, column: str, part: str) -> ColumnRef | DatePart | str:
         """A column, or its year or month (`part`), else why not."""
@@ -298,14 +322,53 @@ class SqlBuilder:
         alias = self.draft.alias_for(table)
         join = SqlJoin(TableRef(table, alias), left, ColumnRef(alias, column))
         if way == "unmatched":
-            return self._apply(self.draft.without_partner(join), f"rows without a partner in {table}")
+            return self._without_partner(join)
         base = self.draft.base.table
         obs = self._apply(self.draft.with_join(join), "join")
         note = f"\n{table} joins as {alias}: write its columns as {alias}.column." if alias != table else ""
         if isinstance(obs.value, SqlEdit):  # the first table's rows tell a join that multiplies them
-            edit = SqlEdit(obs.value.run, obs.value.result, base_rows=self.row_count(base))
+            shared = self._shared(left, ColumnRef(alias, column)) if obs.value.run.rows == 0 else None
+            if shared is not None and shared[0] == 0:
+                note += f"\n{left.shown} and {table}.{column} share no stored value" + (
+                    f"; {shared[1]} row(s) would meet a partner with the spaces around the values trimmed: one side "
+                    "stores them with spaces (look with get_values)." if shared[1] else
+                    ": they do not hold the same thing (look at both with get_values).")
+            edit = SqlEdit(obs.value.run, obs.value.result, base_rows=self.row_count(base), shared=shared)
             return Observation(obs.text + note, edit, ok=obs.ok)
         return obs
+
+    def _without_partner(self, join: SqlJoin) -> Observation:
+        """An anti-join. Kept even when every row has a partner: only a condition on the partner (added next, inside
+        the NOT EXISTS) says which partners count ("countries that do not speak French")."""
+        draft = self.draft.without_partner(join)
+        sql = draft.render()
+        result, error = self.run_sql(sql)
+        alias = join.ref.alias
+        said = (f"\nOnly a partner in {alias} meeting a condition should count (\"do not speak French\")? "
+                f"add_condition on {alias}.column puts it inside the NOT EXISTS.")
+        if result is None:
+            edit = SqlEdit(SqlStepRun(sql, None, error, kept=False), result)
+            return Observation(self._run_text(edit) + "\nThe join was not kept.", edit)
+        self._kept.append((self.draft, self.last, f"rows without a partner in {join.ref.table}"))
+        self.draft = draft
+        edit = SqlEdit(SqlStepRun(sql, len(result.rows), None), result)
+        if not result.rows:  # kept, but not the best query so far: `last` stays the previous one
+            return Observation(self._run_text(edit) + f"\nKept for now, though every row has a partner in {alias}."
+                               + said + " Or undo it.", edit)
+        self.last = edit
+        return Observation(self._run_text(edit) + said, edit)
+
+    def _shared(self, left: ColumnRef, right: ColumnRef) -> tuple[int, int] | None:
+        """How many rows of `left`'s table meet a partner on `right`'s column: as stored, and with spaces trimmed."""
+        near, far = quote_table(self._table_of(left)), quote_table(self._table_of(right))
+        a, b = f"{quote_name('l')}.{quote_name(left.column)}", f"{quote_name('r')}.{quote_name(right.column)}"
+        sql = (f"SELECT (SELECT COUNT(*) FROM {near} AS \"l\" WHERE {a} IN (SELECT {b} FROM {far} AS \"r\")), "
+               f"(SELECT COUNT(*) FROM {near} AS \"l\" WHERE TRIM(CAST({a} AS TEXT)) IN "
+               f"(SELECT TRIM(CAST({b} AS TEXT)) FROM {far} AS \"r\"))")
+        result, _ = self.run_sql(sql, purpose="join values")
+        if result is None or not result.rows:
+            return None
+        return int(str(result.rows[0][0])), int(str(result.rows[0][1]))
 
     def _foreign_key_to(self, table: str, hint: str) -> tuple[ColumnRef, str] | str:
         options: list[tuple[ColumnRef, str]] = []
@@ -317,6 +380,7 @@ class SqlBuilder:
             for fk in self.tables[table].foreign_keys:  # the new table refers to the query's
                 if fk.target == ref.table and len(fk.columns) == 1:
                     options.append((ColumnRef(ref.alias, fk.referenced[0]), fk.columns[0]))
+        options = list(dict.fromkeys(options))  # a foreign key the schema declares twice is one way to join
         if hint.strip():
             chosen = self._column(hint)
             options = [o for o in options if o[0] == chosen]
@@ -434,8 +498,8 @@ class SqlBuilder:
             return Observation("limit must be 0 (no limit) or more", None, ok=False)
         return self._apply(self.draft.with_order(SqlOrdering(key, way == "desc"), n or None), "order")
 
-    def set_answer_columns(self, columns: Sequence[str]) -> Observation:
-        """Make the query return these columns and aggregates, in this order."""
+    def set_answer_columns(self, columns: Sequence[str], distinct: bool = False) -> Observation:
+        """Make the query return these columns and aggregates, in this order (each row once when `distinct`)."""
         if isinstance(columns, str):
             columns = [c for c in columns.split(",") if c.strip()]
         chosen: list[Selectable] = []
@@ -447,7 +511,7 @@ class SqlBuilder:
                 chosen.append(found)
         if not chosen:
             return Observation("name at least one column", None, ok=False)
-        obs = self._apply(self.draft.with_answer(tuple(chosen)), "answer")
+        obs = self._apply(self.draft.with_answer(tuple(chosen), bool(distinct)), "answer")
         if isinstance(obs.value, SqlEdit):
             shown = tuple(c.shown for c in chosen if isinstance(c, ColumnRef))
             return Observation(obs.text, SqlEdit(obs.value.run, obs.value.result, answer=shown), ok=obs.ok)
@@ -464,7 +528,28 @@ class SqlBuilder:
             return Observation(self._run_text(edit) + "\nNot finished: the query must return the answer.", edit,
                                ok=False)
         self.last, self.finished = edit, True
-        return Observation(self._run_text(edit) + "\nDone: this query is the final answer.", edit)
+        self.tie = self._tie()
+        said = f"\n{self.tie}" if self.tie else ""
+        return Observation(self._run_text(edit) + said + "\nDone: this query is the final answer.", edit)
+
+    def _tie(self) -> str | None:
+        """When the rows are ordered by a key the answer does not return: how many rows share the first key's value,
+        and how many of them the limit kept (the answer writer's rule on ties needs it; it sees only the answer)."""
+        d = self.draft
+        if d.order is None or not d.answer or d.order.key in d.answer:
+            return None
+        probe = d.with_answer((*d.answer, d.order.key), d.distinct).with_order(d.order, None)
+        result, _ = self.run_sql(probe.render(), purpose="ties")
+        if result is None or not result.rows or result.truncated:
+            return None
+        first = result.rows[0][-1]
+        tied = sum(1 for row in result.rows if row[-1] == first)
+        if tied < 2:
+            return None
+        kept = min(tied, d.limit) if d.limit is not None else tied
+        cut = f"; the limit of {d.limit} returns {kept} of them" if kept < tied else ""
+        return (f"The rows are ordered by {d.order.key.shown}, which the answer does not return: {tied} rows share "
+                f"its {'largest' if d.order.descending else 'smallest'} value, {_shown(first)}, so they tie{cut}.")
 
     def undo(self) -> Observation:
         """Take back the last kept edit: the query is as it was before it."""
@@ -650,12 +735,13 @@ def set_order(
 
 def set_answer_columns(
     kit: Toolkit,
-    columns: Annotated[list[str], Field(description="the columns (table.column) and aggregates (count_rows) the answer needs, in order")],
+    columns: Annotated[list[str], Field(description="the columns (table.column) and aggregates (count_rows, sum_amount) the answer needs, in order")],
+    distinct: Annotated[bool, Field(description="return each row once (a list without repeats)")] = False,
     *,
     builder: Hook = None,
 ) -> Observation:
-    """Make the query return only these columns, and run it."""
-    return builder.set_answer_columns(columns) if builder else _NO_BUILDER
+    """Make the query return only these columns (an aggregate named here is added), and run it."""
+    return builder.set_answer_columns(columns, distinct) if builder else _NO_BUILDER
 
 
 def undo(kit: Toolkit, *, builder: Hook = None) -> Observation:

@@ -107,6 +107,11 @@ class Build:
 
     name = "build"
 
+    @property
+    def in_sql(self) -> bool:
+        """Whether a database is answered in SQL (no graph copy is made for it): the SQL target, or auto's."""
+        return self.options.target in ("sql", "auto")
+
     def __init__(
         self,
         llm: LLMConfig,
@@ -279,7 +284,7 @@ class _Run:
         self.trace.emit("observation", text=text, step=n, **self._query_now())
         fired = before + after
         self._emit_feedback(fired, n)
-        full = f"{text}\n\n{render_guidelines(fired)}" if fired else text
+        full = (f"{text}\n\n{render_guidelines(fired)}" if fired else text) + self._steps_left(n)
         ok = observation.ok if observation is not None else False
         self.memory.record(
             Record(call.name if call else "", dict(call.arguments) if call else {}, ok=ok),
@@ -287,6 +292,10 @@ class _Run:
         )
         self.steps.append(BuildStep(reply.text, call, full))
         return b.finished
+
+    def _steps_left(self, step: int) -> str:
+        """What the observation of step `step` says of the steps left (nothing here; the SQL run counts down)."""
+        return ""
 
     def _emit_feedback(self, fired: list[Guideline], step: int) -> None:
         for g in fired:
@@ -362,9 +371,13 @@ class _Run:
             text=text,
             error=error,
             reason=reason,
-            note=last_thought(self.trace) if status == "answered" else None,
+            note=self._note() if status == "answered" else None,
             extra={"steps": len(self.steps), "guidelines": dict(self.fired), **extra},
         )
+
+    def _note(self) -> str | None:
+        """What the answer writer is told beside the result: the agent's last thought."""
+        return last_thought(self.trace)
 
     def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
         """The best query's SPARQL, SQL (none here), result and what the answer's extra says of the target."""
@@ -384,6 +397,9 @@ def create(llm: LLMConfig | None, **options: Any) -> Build:
         raise TypeError(f"unknown build options: {', '.join(sorted(unknown))}")
     knobs = BuildOptions(**{k: v for k, v in options.items() if k in fields})
     return Build(llm, knobs, **{k: v for k, v in options.items() if k in extra})
+
+
+STEPS_WARNED = 3  # the SQL run's last steps, counted down in its observations
 
 
 class _SqlRun(_Run):
@@ -434,6 +450,7 @@ class _SqlRun(_Run):
         if view is None or not isinstance(edit, SqlEdit):
             return
         view.run, view.base_rows, view.compared, view.answer = edit.run, edit.base_rows, edit.compared, edit.answer
+        view.shared = edit.shared
 
     def _query_now(self) -> dict[str, str | None]:
         return {"sql": self.sql_builder.draft.render() or None}
@@ -442,10 +459,24 @@ class _SqlRun(_Run):
         b = self.sql_builder
         tables = b.get_tables().text.split("\n", 1)[-1]
         database = f"{self.relational.database.kind}: {self.kg.name}"
-        return Template(prompt_text("build_sql_policy.md")).safe_substitute(database=database, tables=tables)
+        return Template(prompt_text("build_sql_policy.md")).safe_substitute(database=database, tables=tables,
+                                                                             steps=self.o.max_steps)
+
+    def _steps_left(self, step: int) -> str:
+        """The last steps are counted down: when they run out, the query as it stands is the answer."""
+        left = self.o.max_steps - step
+        if left > STEPS_WARNED or left <= 0:
+            return ""
+        return f"\n\n{left} step(s) left: the query as it stands when they run out is the answer."
 
     def _opening(self) -> str:
         return self.context.with_question(self.question)
+
+    def _note(self) -> str | None:
+        """The agent's last thought, and a tie on an order key the answer does not return (the writer sees only the
+        answer's columns, so it could not report the tie its rule asks for)."""
+        said = [t for t in (last_thought(self.trace), self.sql_builder.tie) if t]
+        return "\n".join(said) or None
 
     def _found(self, best: Any) -> tuple[str | None, str | None, ResultTable | None, dict[str, Any]]:
         """The best statement's SQL and result."""

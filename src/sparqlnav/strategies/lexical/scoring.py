@@ -37,6 +37,9 @@ _NAMING_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles"
                            "identifiers", "code", "codes"})
 
 
+_COUNT_WORDS = frozenset({"count", "number", "total", "amount"})  # words a COUNT answers
+
+
 @dataclass(frozen=True)
 class QuestionCoverage:
     """What one run knows about its best candidate: how much of the question it explains and how well."""
@@ -226,6 +229,9 @@ class Scorer:
         if best.form == "select" and best.fit >= 0.99:
             # every answer is of the kind the question asks for ("which elements …"): the noun is explained
             explained |= set(self.ctx.intent.focus)
+        if best.form == "count" or best.show_count:
+            # "the number of …", "… in total": the count itself says them
+            explained |= {i for i in self.ctx.content if words[i].lower in _COUNT_WORDS}
         described = self.described_words(best)
         explained |= {
             i

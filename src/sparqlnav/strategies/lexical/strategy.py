@@ -370,11 +370,26 @@ def _ignorable(tokens: Sequence[WordToken]) -> set[int]:
         "sort",
         "get",
     }
-    # "what's", "it's": a stopword with a clitic; "i.e": an abbreviation
+    # How to present the answer, not what it is about: relay players read these, named as words a query "leaves
+    # out", as instructions and changed right queries (issue 37).
+    presenting = {
+        "return", "returns", "display", "provide", "output", "distinct", "unique", "descending", "ascending",
+        "alphabetical", "alphabetically", "respectively", "altogether", "overall", "including", "include",
+    }
+    orderings = {"descending", "ascending", "alphabetical", "reverse", "chronological", "increasing", "decreasing"}
+    words = [t.lower for t in tokens]
+
+    def presenting_order(i: int) -> bool:
+        """"sorted by …", "in descending order": an ordering word, not a thing called an order."""
+        return words[i] in ("order", "ordered", "sort", "sorted") and (
+            (i + 1 < len(words) and words[i + 1] == "by") or (i > 0 and words[i - 1] in orderings))
+
+    # "what's", "it's": a stopword with a clitic; "i.e": an abbreviation; "Count the …": the request itself
     return {
         i
         for i, t in enumerate(tokens)
-        if t.lower in filler or t.lower == "i.e" or is_stopword(re.split(r"['’]", t.lower)[0])
+        if t.lower in filler or t.lower in presenting or presenting_order(i) or (i == 0 and t.lower == "count")
+        or t.lower == "i.e" or is_stopword(re.split(r"['’]", t.lower)[0])
     }
 
 

@@ -1,0 +1,180 @@
+"""Issue 35: databases answered where they live. `ask` on a database answers in SQL by default, through the SQL
+writer (one request, no tools), with no graph store made; an SQL error comes back once for a fix; an answer not to
+be trusted goes to the step-by-step builder with the reason in its first request; a follow-up continues in SQL;
+a SPARQL strategy on a database above the copy limit is refused in one line. The real LLM client over HTTP against
+the scripted OpenAI-compatible server, a real SQLite file and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from postgres import Postgres
+from scripted_llm import Reply, ScriptedLLM
+from sparqlnav.answer import run_question
+from sparqlnav.context import RunContext, Turn
+from sparqlnav.graph.kg import KGError
+from sparqlnav.graph.opening import open_kg
+from sparqlnav.graph.relational import database_spec
+from sparqlnav.llm import LLMConfig
+from sparqlnav.settings import Settings
+from sparqlnav.sql.introspect import profile_database
+from sparqlnav.strategies import auto, lexical
+from sparqlnav.trace import Trace
+from test_sql_build import RESEARCH, SCHEMA, act, make_sqlite
+
+SN = [sys.executable, "-m", "sparqlnav"]
+GOOD = 'SELECT e.name FROM employees e JOIN departments d ON e.dept_id = d.id WHERE d.name = \'Research\''
+RESEARCHERS = {"Ada Lovelace", "Alan Turing"}
+
+
+def llm_of(server: ScriptedLLM) -> LLMConfig:
+    return LLMConfig(model="scripted-model", base_url=server.base_url, api_key="k", timeout_s=10, max_retries=0,
+                     retry_backoff_s=0)
+
+
+def sql_reply(sql: str) -> Reply:
+    return Reply(f"Here it is.\n\n```sql\n{sql}\n```", input_tokens=1500, output_tokens=60)
+
+
+def system_of(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"])
+
+
+def users_of(request: dict[str, Any]) -> str:
+    return "\n".join(str(m["content"]) for m in request["messages"] if m["role"] == "user")
+
+
+def stores_under(home: Path) -> list[Path]:
+    return [p for p in (home / "stores").glob("*") if p.is_dir()] if (home / "stores").is_dir() else []
+
+
+@pytest.fixture
+def company(tmp_path: Path) -> Path:
+    return make_sqlite(tmp_path / "company.db")
+
+
+def cascade(server: ScriptedLLM, settings: Settings) -> Any:
+    return auto.create(llm_of(server), settings=settings)
+
+
+def test_ask_on_a_database_answers_in_sql_with_no_store(scripted_llm: ScriptedLLM, company: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "SPARQLNAV_HOME": str(home), "OPENAI_BASE_URL": scripted_llm.base_url,
+           "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model", "NO_COLOR": "1"}  # fmt: skip
+    scripted_llm.script([sql_reply(GOOD), Reply("Ada Lovelace and Alan Turing work in Research.")])
+    done = subprocess.run([*SN, "ask", RESEARCH, "--kg", f"sqlite://{company}", "--json"], capture_output=True,
+                          text=True, timeout=240, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["sql"] == GOOD and answer["sparql"] is None
+    assert answer["strategy"] == "auto→sql" and answer["status"] == "answered"
+    assert {c["value"] for b in answer["results"]["results"]["bindings"] for c in b.values()} == RESEARCHERS
+    assert answer["usage"]["llm_calls"] == 2
+    assert stores_under(home) == []  # nothing copied into a graph store (before: the direct-mapped copy first)
+    prompt = system_of(scripted_llm.requests[0])
+    assert '"departments" (3 rows; key id)' in prompt and "dept_id INTEGER → departments.id" in prompt
+    assert "values 'Research', 'Sales', 'Production'" in prompt or "'Research'" in prompt
+    assert "SQLite" in prompt
+
+
+def test_an_sql_error_comes_back_once_for_a_fix(scripted_llm: ScriptedLLM, company: Path, tmp_path: Path) -> None:
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    scripted_llm.script([sql_reply("SELECT name FROM staff"), sql_reply(GOOD), Reply("Ada and Alan.")])
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, RESEARCH, kg, Trace())
+    assert answer.sql == GOOD and {t.value for t in answer.results.values()} == RESEARCHERS  # type: ignore[union-attr]
+    fix = users_of(scripted_llm.requests[1])
+    assert "The query was run on the database and failed: no such table: staff" in fix
+    assert [e.data["purpose"] for e in answer.trace.of_kind("llm_call")] == ["generate", "fix", "answer"]
+
+
+def test_an_untrusted_answer_goes_to_the_builder_with_the_reason(
+    scripted_llm: ScriptedLLM, company: Path, tmp_path: Path
+) -> None:
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    nothing = "SELECT name FROM employees WHERE dept_id = 99"
+    scripted_llm.script([
+        sql_reply(nothing), sql_reply(nothing),  # empty twice: not trusted
+        act("add_table", table="employees"),
+        act("add_join", from_column="employees.dept_id", to_column="departments.id"),
+        act("add_condition", column="departments.name", op="=", value="Research"),
+        act("set_answer_columns", columns=["employees.name"]),
+        act("execute"),
+        Reply("Ada Lovelace and Alan Turing."),
+    ])
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, RESEARCH, kg, Trace())
+    builder_first = users_of(scripted_llm.requests[2])
+    assert "An earlier attempt (sql) was not trusted:" in builder_first and "no rows" in builder_first
+    assert nothing in builder_first  # the writer's SQL, to start from
+    assert answer.strategy == "auto→build" and answer.sql is not None
+    assert {t.value for t in answer.results.values()} == RESEARCHERS  # type: ignore[union-attr]
+    assert [e.data["to"] for e in answer.trace.of_kind("escalate")] == ["build"]
+    assert stores_under(tmp_path / "home") == []
+
+
+def test_a_follow_up_continues_in_sql(scripted_llm: ScriptedLLM, company: Path, tmp_path: Path) -> None:
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    salaries = "SELECT e.name, e.salary FROM employees e WHERE e.dept_id = 1"
+    scripted_llm.script([sql_reply(salaries), Reply("Ada earns 120,000 and Alan 95,000.")])
+    earlier = Turn(question=RESEARCH, sparql=GOOD, results="Ada Lovelace; Alan Turing", answer="Ada and Alan.")
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, "And what do they earn?", kg, Trace(), RunContext(history=(earlier,)))
+    asked = users_of(scripted_llm.requests[0])
+    assert "Turn 1. Question: " + RESEARCH in asked and GOOD in asked and "And what do they earn?" in asked
+    assert answer.sql == salaries and len(answer.results) == 2  # type: ignore[arg-type]
+
+
+def test_a_sparql_strategy_on_a_database_too_big_to_copy_is_refused(company: Path, tmp_path: Path) -> None:
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home"), "SPARQLNAV_DB_COPY_MAX_ROWS": "5"})
+    with open_kg(f"sqlite://{company}", settings) as kg, \
+            pytest.raises(KGError, match=r"has 8 rows, more than SPARQLNAV_DB_COPY_MAX_ROWS \(5\)"):
+        run_question(lexical.create(), "How many employees are there?", kg, Trace())
+    assert stores_under(tmp_path / "home") == []
+    small = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home2")})
+    with open_kg(f"sqlite://{company}", small) as kg:  # under the limit: copied for SPARQL, as before
+        answered = run_question(lexical.create(), "How many employees are there?", kg, Trace())
+    assert answered.sparql is not None and len(stores_under(tmp_path / "home2")) == 1
+
+
+@pytest.fixture(scope="module")
+def postgres_company() -> Iterator[str]:
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.importorskip("psycopg", reason="no psycopg (pip install -e '.[dev]')")
+    import psycopg
+
+    with Postgres() as server:
+        with psycopg.connect(server.url(), autocommit=True) as con:
+            con.execute("CREATE DATABASE company")
+        with psycopg.connect(server.url("company"), autocommit=True) as con:
+            con.execute(SCHEMA.replace("NUMERIC(12, 2)", "NUMERIC(12, 2)"))  # type: ignore[call-overload]
+            con.execute("ANALYZE")
+        yield server.url("company")
+
+
+@pytest.mark.slow
+def test_postgresql_is_answered_in_sql_with_its_catalogue(
+    scripted_llm: ScriptedLLM, postgres_company: str, tmp_path: Path
+) -> None:
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    database = database_spec(postgres_company)
+    assert database is not None
+    profile = profile_database(database, tmp_path / "profiles")
+    assert {t.name: t.rows for t in profile.tables} == {"departments": 3, "employees": 5}
+    again = profile_database(database, tmp_path / "profiles")  # kept: read back, not made again
+    assert again == profile and len(list((tmp_path / "profiles").glob("*.json"))) == 1
+    scripted_llm.script([sql_reply("SELECT nme FROM employees"), sql_reply(GOOD), Reply("Ada and Alan.")])
+    with open_kg(postgres_company, settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, RESEARCH, kg, Trace())
+    assert answer.sql == GOOD and {t.value for t in answer.results.values()} == RESEARCHERS  # type: ignore[union-attr]
+    assert 'column "nme" does not exist' in users_of(scripted_llm.requests[1])
+    assert "PostgreSQL" in system_of(scripted_llm.requests[0])
+    assert stores_under(tmp_path / "home") == []
