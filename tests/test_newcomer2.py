@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -151,3 +152,21 @@ def test_the_kg_option_says_databases_are_welcome() -> None:
         assert res.returncode == 0, res.stderr
         said = " ".join(res.stdout.split())
         assert "SQLite file or sqlite:/// / postgresql:// database" in said, said
+
+
+def test_the_readmes_first_screen_shows_own_data_and_its_commands_run(tmp_path: Path) -> None:
+    """Item 11: bare `sparqlnav` without a word on activating .venv, and a long, dense README: its first screen
+    (the first 60 lines) now says how to run the command and shows a Turtle file and a SQLite database, and each
+    command shown there runs as written on such files."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    first_screen = "\n".join(readme.splitlines()[:60])
+    assert "source .venv/bin/activate" in first_screen and "## Your own data" in first_screen
+    section = readme.split("## Your own data", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("  #", 1)[0].strip() for line in section.splitlines() if line.startswith("sparqlnav ")]
+    assert len(commands) == 4
+    files = {"zoo.ttl": str(zoo(tmp_path)), "library.db": str(library(tmp_path))}
+    for command in commands:
+        args = shlex.split(command)[1:]
+        res = run(*[files.get(a, a) for a in args], home=tmp_path / "home")
+        assert res.returncode == 0, (command, res.stderr)
+        assert "could not find" not in res.stdout, (command, res.stdout)
