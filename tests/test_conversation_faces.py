@@ -67,7 +67,8 @@ def test_chat_on_the_terminal_through_stdin(scripted_llm: ScriptedLLM, data_dir:
     }
     typed = f"{FIRST}\n{SECOND}\n/new\n{FIRST}\n/quit\nnever asked\n"
     done = subprocess.run(
-        [sys.executable, "-m", "sparqlnav", "chat", "--kg", str(data_dir / "ck25" / "prod-inst.ttl"), "-s", "explore"],
+        [sys.executable, "-m", "sparqlnav", "chat", "--kg", str(data_dir / "ck25" / "prod-inst.ttl"), "-s", "explore",
+         "-v"],
         input=typed, capture_output=True, text=True, env=env, timeout=240, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -77,7 +78,7 @@ def test_chat_on_the_terminal_through_stdin(scripted_llm: ScriptedLLM, data_dir:
     assert "Turn 1" not in first_user(scripted_llm.requests[6])  # /new started over
     assert EMAIL in done.stdout and f"Her email address is {EMAIL}." in done.stdout
     assert done.stdout.count("Waldtraud Kuttner") >= 3  # the manager twice in the table, and the answers
-    # the steps are shown as in `ask`, each question echoed, /new acknowledged
+    # with -v the steps are shown as in `ask -v`, each question echoed, /new acknowledged
     assert "execute_sparql" in done.stderr and f"? {SECOND}" in done.stderr
     assert "new conversation" in done.stderr and "never asked" not in done.stderr
 

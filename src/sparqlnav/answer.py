@@ -43,6 +43,12 @@ class Answer:
         return "SQL" if self.sql is not None else "SPARQL"
 
     @property
+    def llm_failures(self) -> list[str]:
+        """What the LLM failed to do while the run went on without it, in words: an answer check not made (the
+        stage's own bar decided), one line each; a run the LLM's failure ended is an error and says so itself."""
+        return [str(e.data.get("text", "")) for e in self.trace.of_kind("check") if e.data.get("verdict") == "not made"]
+
+    @property
     def usage(self) -> Usage:
         """What the run cost (LLM calls and tokens, SPARQL queries, seconds), from its trace."""
         return self.trace.usage

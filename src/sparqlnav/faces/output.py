@@ -136,15 +136,20 @@ def check_form(fmt: OutputFormat, form: QueryForm | None) -> None:
 
 
 def write_result(
-    table: ResultTable, fmt: OutputFormat, *, form: QueryForm | None, prefixes: Mapping[str, str] | None = None
+    table: ResultTable,
+    fmt: OutputFormat,
+    *,
+    form: QueryForm | None,
+    prefixes: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> None:
     """A query result in a machine format on stdout (json, csv, turtle, ntriples); tables for people are the
-    verb's own, since they need the graph's labels."""
+    verb's own, since they need the graph's labels. With `labels`, CSV gives IRIs their names beside them."""
     check_form(fmt, form)
     if fmt is OutputFormat.json:
         write_json(table.to_sparql_json())
     elif fmt is OutputFormat.csv:
-        emit(table.to_csv())
+        emit(table.to_csv(labels))
     elif fmt in RDF_FORMATS:
         emit(rdf_text(table, fmt, prefixes))
     else:

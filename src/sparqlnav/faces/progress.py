@@ -64,10 +64,11 @@ class ConsoleReporter:
         """One summary line: what was made, how fast, where it is kept and how big it is."""
         made = ""
         if built.triples is not None:
-            per_s = f", {built.triples / built.seconds:,.0f} triples/s" if built.seconds > 0 else ""
-            made = f"{built.triples:,} triples in {built.seconds:.1f} s{per_s}; "
+            # A rate over a small file is mostly start-up time: it says nothing of the loader.
+            per_s = f", {built.triples / built.seconds:,.0f} triples/s" if built.triples >= RATE_FROM and built.seconds > 0 else ""
+            made = f"{built.triples:,} triples in {_seconds(built.seconds)}{per_s}; "
         else:
-            made = f"done in {built.seconds:.1f} s; "
+            made = f"done in {_seconds(built.seconds)}; "
         self.console.print(
             f"{built.what}: {made}kept in {built.path} ({human_size(built.size_bytes)})", markup=False, highlight=False
         )
@@ -88,3 +89,11 @@ def reporting(console: Console, when: Literal["auto", "always", "never"]) -> Ite
         console=console, transient=True,
     ) as progress:  # fmt: skip
         yield ConsoleReporter(console, progress)
+
+
+RATE_FROM = 10_000  # triples: below this a load's rate is not shown
+
+
+def _seconds(seconds: float) -> str:
+    """A duration as a person reads it: "0.05 s" for a short one (not "0.0 s"), "3.2 s" for a longer one."""
+    return f"{seconds:.2f} s" if seconds < 1 else f"{seconds:.1f} s"

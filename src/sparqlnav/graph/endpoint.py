@@ -93,7 +93,7 @@ class QueryResult:
             n = (
                 "true/false"
                 if self.table and self.table.is_boolean
-                else f"{len(self.table or [])} rows"
+                else f"{len(self.table or [])} row{'' if len(self.table or []) == 1 else 's'}"
             )
             return f"ok ({n}, {self.seconds:.2f} s)"
         if self.outcome is Outcome.EMPTY:

@@ -186,17 +186,26 @@ class ResultTable:
         rows = [{k: Term.from_json(v) for k, v in b.items()} for b in bindings]
         return cls(vars=list(head.get("vars") or []), rows=rows)
 
-    def to_csv(self) -> str:
-        """SPARQL 1.1 CSV results (plain values; a value a spreadsheet would read as a formula gets a leading ')."""
+    def to_csv(self, labels: Mapping[str, str] | None = None) -> str:
+        """SPARQL 1.1 CSV results (plain values; a value a spreadsheet would read as a formula gets a leading ');
+        with `labels`, a column of IRIs is followed by `<name>_label`, their names (an IRI alone says little)."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\r\n")
         if self.boolean is not None:
             writer.writerow(["boolean"])
             writer.writerow(["true" if self.boolean else "false"])
             return buf.getvalue()
-        writer.writerow(self.vars)
+        named = {v for v in self.vars if labels and any(v in r and r[v].kind == "uri" for r in self.rows)}
+        writer.writerow([h for v in self.vars for h in ((v, f"{v}_label") if v in named else (v,))])
         for row in self.rows:
-            writer.writerow([spreadsheet_safe(row[v].value) if v in row else "" for v in self.vars])
+            line: list[str] = []
+            for v in self.vars:
+                line.append(spreadsheet_safe(row[v].value) if v in row else "")
+                if v in named:
+                    term = row.get(v)
+                    label = (labels or {}).get(term.value, "") if term is not None and term.kind == "uri" else ""
+                    line.append(spreadsheet_safe(label))
+            writer.writerow(line)
         return buf.getvalue()
 
     # -- people and LLMs ------------------------------------------------------------------

@@ -87,6 +87,15 @@ def lexical_doubt(answer: Answer, bar: float) -> Doubt | None:
     return Doubt("lexical", f"the lexical strategy's answer is below the cascade's bar for keeping it: {why}")
 
 
+# lexical's answer-type doubts (scoring.unsupported), said as a person would
+ANSWER_TYPE_WORDS = {
+    "answer type: no person among the answers": "the question asks for a person, and the graph does not say that "
+    "any of its answers is one",
+    "answer type: values where things were asked": "the question asks for a thing, and its answers are plain "
+    "values, not things of the graph",
+}
+
+
 def weak_parts(explained: object) -> list[str]:
     """What lexical's evidence (`extra["explained"]`) says it could not account for, in words."""
     if not isinstance(explained, dict):
@@ -101,7 +110,10 @@ def weak_parts(explained: object) -> list[str]:
         said.append("nothing in the graph matches " + _quoted(unmatched))
     if left := [w for w in words("unexplained") if w not in unmatched]:
         said.append("its query leaves out " + _quoted(left))
-    if unsupported := words("unsupported"):
+    unsupported = words("unsupported")
+    for kind in [u for u in unsupported if u in ANSWER_TYPE_WORDS]:
+        said.append(ANSWER_TYPE_WORDS[kind])
+    if unsupported := [u for u in unsupported if u not in ANSWER_TYPE_WORDS]:
         said.append("the question asks for what its query does not do: " + "; ".join(map(unsupported_in_words, unsupported)))
     if loose := words("loose"):
         said.append("it took a word of the question to mean " + _quoted(loose) + ", a name the question gives only "

@@ -31,10 +31,12 @@ from sparqlnav.faces.cli.common import (
     strategy_knobs,
 )
 from sparqlnav.faces.output import (
+    RDF_FORMATS,
     FormatOpt,
     JsonOpt,
     OutputFormat,
     chosen_format,
+    is_graph,
     write_json,
     write_result,
 )
@@ -156,12 +158,25 @@ def _write_answer_result(result: Answer, fmt: OutputFormat, graph: KnowledgeGrap
     """The rows of an answer's query in csv, turtle or ntriples (the answer's words go to stderr)."""
     from sparqlnav.sparql.guard import query_form
 
-    if result.results is not None and result.sparql is not None:
-        write_result(result.results, fmt, form=query_form(result.sparql), prefixes=graph.prefixes.mapping)
-    elif result.results is not None and result.sql is not None:  # a SELECT's rows
-        write_result(result.results, fmt, form="SELECT", prefixes=graph.prefixes.mapping)
+    table = result.results
+    form = query_form(result.sparql) if result.sparql is not None else "SELECT" if result.sql is not None else None
+    if table is not None and form is not None and fmt in RDF_FORMATS and not is_graph(form):
+        # An answer is no error for its format: `ask` exits 0 in every format, writing the rows it can (none here).
+        err().print(f"{fmt.value} holds the triples of a CONSTRUCT or DESCRIBE; this answer's query is a {form}: "
+                    "its rows are in --format csv or json", markup=False, highlight=False, style="yellow")
+    elif table is not None and form is not None:
+        iris = [t.value for row in table.rows for t in row.values() if t.kind == "uri"]
+        labels = graph.names.labels_of(iris) if iris and fmt is OutputFormat.csv else None
+        write_result(table, fmt, form=form, prefixes=graph.prefixes.mapping, labels=labels)
     # No query (not found, or an error): no rows to write; the words say why, and the exit code is the run's.
     err().print(result.text, markup=False, highlight=False)
+    _say_llm_failures(result, err())
+
+
+def _say_llm_failures(result: Answer, console: Console) -> None:
+    """One line on `console` for each thing the LLM failed to do while the run went on without it."""
+    for failure in result.llm_failures:
+        console.print(f"the LLM failed: {failure}", markup=False, highlight=False, style="yellow")
 
 
 def _show_answer(
@@ -184,13 +199,16 @@ def _show_answer(
                      markup=False, highlight=False, style="dim")
     for branch, why in result.extra.get("failed", {}).items():
         console.print(f"source {branch} failed: {why}", markup=False, highlight=False, style="yellow")
+    _say_llm_failures(result, console)
     if not summary:
         return
     u = result.trace.usage
     queries = f"{u.sql_queries} SQL queries" if u.sql_queries and not u.sparql_queries else f"{u.sparql_queries} queries"
+    failed = " · the LLM failed: decided without it" if result.llm_failures else ""
     console.print(
         f"{result.strategy} · {result.status} · {queries} · {u.llm_calls} LLM calls "
-        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s" + ("" if verbose else " · -v for the steps"),
+        f"({u.input_tokens}+{u.output_tokens} tokens) · {u.seconds:.2f} s{failed}"
+        + ("" if verbose else " · -v for the steps"),
         style="dim", markup=False, highlight=False,
     )
 
@@ -215,10 +233,15 @@ def chat(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else SPARQLNAV_LLM_MODEL).")] = None,
     llm_timeout: LlmTimeoutOpt = None,
     llm_retries: LlmRetriesOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not show the steps.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show every step as it happens, the final query and its rows.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the answers: no summary lines.")] = False,
     option: OptionOpt = None,
 ) -> None:
-    """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit)."""
+    """Talk with a knowledge graph: each question may follow up on the answers before it (/new, /quit).
+
+    Shows what `ask` shows: each answer and one summary line (-v: the steps, the query and its rows too)."""
     from sparqlnav.api import ask as ask_question
     from sparqlnav.conversation import Conversation
 
@@ -256,14 +279,14 @@ def chat(
                 shown = _StepPrinter(console)
                 try:
                     result = ask_question(
-                        question, kg=graph, strategy=chosen, conversation=talk, on_event=None if quiet else shown
+                        question, kg=graph, strategy=chosen, conversation=talk, on_event=shown if verbose else None
                     )
                 except SparqlnavError as exc:  # one failed question does not end the conversation
                     console.print(f"error: {one_line(exc)}", markup=False, highlight=False)
                     continue
                 finally:
                     shown.close()
-                _show_answer(result, graph, console)
+                _show_answer(result, graph, console, verbose=verbose, summary=not quiet)
     finally:
         close = getattr(chosen, "close", None)
         if callable(close):

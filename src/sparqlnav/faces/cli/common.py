@@ -17,6 +17,7 @@ from rich.table import Table
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.output import DataConsole, cell
 from sparqlnav.faces.progress import reporting
+from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
 from sparqlnav.graph.results import ResultTable, shown_labels
@@ -26,7 +27,8 @@ KgOpt = Annotated[
     str,
     typer.Option(
         "--kg",
-        help="RDF file or folder, http(s):// SPARQL endpoint, 'demo' or 'wikidata'.",
+        help="RDF file or folder, http(s):// SPARQL endpoint, SQLite file or sqlite:/// / postgresql:// database, "
+        "'demo' or 'wikidata'.",
         envvar="SPARQLNAV_KG",
     ),
 ]
@@ -107,6 +109,18 @@ def read_query(query: str) -> str:
     return query
 
 
+def syntax_error_as_typed(text: str) -> str | None:
+    """The query's syntax error, placed in the text as typed (not counting PREFIX lines added above it), or None."""
+    from sparqlnav.sparql.guard import Unreadable
+    from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
+
+    try:
+        parse_query(text, collect_undefined_prefixes=True)
+    except SparqlSyntaxError as e:
+        return f"{Outcome.SYNTAX_ERROR.value}: {Unreadable(e).syntax_message()}"
+    return None
+
+
 def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
     """The query with PREFIX lines added for undeclared prefixes the graph knows (said on stderr); an
     undeclared prefix the graph does not know is an error naming it."""
@@ -116,7 +130,9 @@ def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
     try:
         undefined = parse_query(text, collect_undefined_prefixes=True).undefined_prefixes
     except SparqlSyntaxError:
-        return text  # the engine reports syntax errors itself
+        # Declared all the same, so the error reported (see `syntax_error_as_typed`) is the query's real one, not
+        # the prefix left undeclared.
+        return declare_prefixes(text, graph.prefixes.mapping).query
     unknown = [p for p in undefined if p not in graph.prefixes]
     if unknown:
         raise CliError(

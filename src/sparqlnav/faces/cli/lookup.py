@@ -19,6 +19,7 @@ from sparqlnav.faces.cli.common import (
     read_query,
     rich_table,
     settings_for,
+    syntax_error_as_typed,
 )
 from sparqlnav.faces.output import (
     TABLE_JSON,
@@ -53,10 +54,11 @@ def sparql(
     text = read_query(query)
     check_form(fmt, query_form(text))  # before the graph opens: a wrong format costs no load
     with opened(kg, settings_for(timeout)) as graph:
-        text = declare_known_prefixes(text, graph)
+        typed, text = text, declare_known_prefixes(text, graph)
         result = graph.endpoint.query(text)
         if not result.ok:
-            raise CliError(result.describe())
+            said = syntax_error_as_typed(typed) if result.outcome == "syntax_error" and text != typed else None
+            raise CliError(said or result.describe())
         assert result.table is not None
         table = result.table
         if fmt is not OutputFormat.table:

@@ -383,7 +383,7 @@
     } else if (ev.kind === "sparql") {
       const head = el("div", "sparql-head");
       head.appendChild(el("span", "outcome outcome-" + d.outcome, d.outcome));
-      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + " rows"));
+      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + (d.rows === 1 ? " row" : " rows")));
       if (d.seconds !== undefined) head.appendChild(el("span", "muted", " · " + d.seconds + " s"));
       if (d.message) head.appendChild(el("span", "muted", " · " + clip(d.message, 200)));
       body.appendChild(head);
@@ -397,7 +397,7 @@
       // A SQL statement the build strategy ran on the database (its SQL target): outcome, rows, time, the text.
       const head = el("div", "sparql-head");
       head.appendChild(el("span", "outcome outcome-" + (d.ok ? "ok" : "error"), d.ok ? "ok" : "error"));
-      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + " rows"));
+      if (d.rows !== null && d.rows !== undefined) head.appendChild(el("span", "muted", " " + d.rows + (d.rows === 1 ? " row" : " rows")));
       if (d.ms !== undefined) head.appendChild(el("span", "muted", " · " + d.ms + " ms"));
       if (d.error) head.appendChild(el("span", "muted", " · " + clip(d.error, 200)));
       body.appendChild(head);

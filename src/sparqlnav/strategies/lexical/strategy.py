@@ -22,7 +22,7 @@ from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.question.words import WordToken, content_positions, is_stopword
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
-from sparqlnav.strategies.check import readable_query
+from sparqlnav.strategies.check import readable_query, weak_parts
 from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
 from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
 from sparqlnav.strategies.lexical.scoring import QuestionCoverage, Scorer
@@ -207,7 +207,7 @@ class _Run:
             self.trace.emit(
                 "info",
                 text="runners-up: "
-                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} rows)" for c in runners[:3]),
+                + "; ".join(f"{c.describe()} ({c.score:.2f}, {c.rows} row{'' if c.rows == 1 else 's'})" for c in runners[:3]),
                 candidates=[
                     {
                         "score": c.score,
@@ -225,11 +225,24 @@ class _Run:
             text = "I could not find an answer in this knowledge graph."
             extra: dict[str, Any] = {}
             if best is not None and best.result is not None:
-                text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
                 meant = did_you_mean(best, found)
                 if meant is not None:
+                    text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
                     # The query fits every other word: only the name is in doubt, so the guess is worth offering.
                     text += f" Did you mean {meant}? If so: {self.sentence(best)}"
+                else:
+                    # Say what was found and why it is not trusted in the words themselves: a face may show only
+                    # them (`ask` without --json), and the guess may well be right ("The answer is Italy.").
+                    weak = weak_parts(evidence)
+                    why = "; ".join(weak) if weak else "its words matched the graph's names only loosely"
+                    shape = f"{best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}"
+                    if found is not None and not (found.unexplained or found.unmatched or found.loose):
+                        # Every word of the question is in the query: only what it returns is in doubt, so the
+                        # guess itself is worth reading.
+                        text = (f"I could not find an answer I can trust in this knowledge graph.\nProbably: "
+                                f"{self.sentence(best)}\nNot trusted because {why} (found by {shape}).")
+                    else:
+                        text += f" The best guess ({shape}) is not trusted because {why}."
                 # kept aside, never as the answer: a caller (or a cascade) may show it or build on it
                 extra = {
                     "best_guess": {
