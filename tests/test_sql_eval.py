@@ -320,3 +320,42 @@ def test_gold_sql_results_are_frozen_and_failures_tried_again(tmp_path: Path) ->
         assert again["q1"].sql_results is not None and again["q1"].sql_error is None
         freeze_gold(questions, kg.endpoint, path, sql=counted)  # now frozen: not run a third time
     assert len(calls) == 4
+
+
+def sql_reply(sql: str) -> Reply:
+    return Reply(text=f"```sql\n{sql}\n```")
+
+
+# The SQL writer's statements for DATASET (one request each, then the answer writer): the gold's, but the price
+# beside its name (one column too many) and the cheapest by its name, not its id.
+WRITER_SCRIPT = [
+    sql_reply("SELECT COUNT(*) FROM stores"), Reply(text="4."),
+    sql_reply("SELECT s.id, s.name FROM stores s JOIN cities c ON c.id = s.city_id WHERE c.name = 'Toulouse'"),
+    Reply(text="Riverside and Old Town."),
+    sql_reply("SELECT name, price FROM products WHERE name = 'Olive Oil'"), Reply(text="12.90."),
+    sql_reply("SELECT EXISTS (SELECT 1 FROM products WHERE name = 'Dark Chocolate' AND organic) AS answer"),
+    Reply(text="No."),
+    sql_reply("SELECT name FROM products ORDER BY price DESC LIMIT 3"), Reply(text="Three."),
+    sql_reply("SELECT id FROM products WHERE price = (SELECT min(price) FROM products)"), Reply(text="Chocolate."),
+]  # fmt: skip
+
+
+def test_eval_auto_on_a_database_answers_in_sql_without_a_copy(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    db = make_shop(tmp_path / "shop.db")
+    # SQL gold only: a SPARQL gold would need the graph copy to be run
+    dataset = write_dataset(tmp_path / "shop-questions.json",
+                            [{k: v for k, v in q.items() if k != "sparql"} for q in DATASET])
+    home, out = tmp_path / "home", tmp_path / "run"
+    scripted_llm.script(WRITER_SCRIPT)
+    llm = {"OPENAI_BASE_URL": scripted_llm.base_url, "OPENAI_API_KEY": "k", "SPARQLNAV_LLM_MODEL": "scripted-model"}
+    res = run("eval", str(dataset), "--kg", f"sqlite://{db}", "--strategy", "auto", "--out", str(out),
+              "--workers", "1", "--no-plots", "--json", home=home, env=llm)
+    assert res.returncode == 0, res.stderr
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    found = records(out / "predictions.jsonl")
+    assert all(r["sql"] and r["sparql"] is None for r in found.values())
+    assert {r["scored_by"] for r in found.values()} == {"sql"}
+    assert {q: r["ex"] for q, r in found.items()} == {"q1": 1.0, "q2": 1.0, "q3": 0.0, "q4": 1.0, "q5": 1.0,
+                                                      "q6": 1.0}
+    assert json.loads(res.stdout)["lpq"] == pytest.approx(2.0)  # the SQL and the answer's words
+    assert not (home / "stores").exists() or not any((home / "stores").iterdir())

@@ -178,3 +178,29 @@ def test_postgresql_is_answered_in_sql_with_its_catalogue(
     assert 'column "nme" does not exist' in users_of(scripted_llm.requests[1])
     assert "PostgreSQL" in system_of(scripted_llm.requests[0])
     assert stores_under(tmp_path / "home") == []
+
+
+def test_lexical_first_on_a_small_database_when_asked(
+    scripted_llm: ScriptedLLM, company: Path, tmp_path: Path
+) -> None:
+    """SPARQLNAV_DB_LEXICAL_MAX_ROWS: a database this small is read by lexical first on its graph copy; the answer
+    check confirms it (one LLM call, no SQL written). Above the limit the SQL writer answers, nothing copied."""
+    home = tmp_path / "home"
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(home), "SPARQLNAV_DB_LEXICAL_MAX_ROWS": "100"})
+    scripted_llm.script([Reply("ANSWERS IT")])
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        assert kg.sparql_cost() == 8  # the rows a copy would hold, before it is made
+        answer = run_question(strategy, "What is the salary of Grace Hopper?", kg, Trace())
+        assert kg.sparql_cost() == 0
+    assert answer.strategy == "auto→lexical" and answer.sql is None and answer.sparql is not None
+    assert [t.value for t in answer.results.values()] == ["99000"]  # type: ignore[union-attr]
+    assert [e.data["purpose"] for e in answer.trace.of_kind("llm_call")] == ["answer check"]
+    assert len(stores_under(home)) == 1
+
+    home2 = tmp_path / "home2"
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(home2), "SPARQLNAV_DB_LEXICAL_MAX_ROWS": "7"})
+    scripted_llm.script([sql_reply(GOOD), Reply("Ada Lovelace and Alan Turing.")])
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, RESEARCH, kg, Trace())
+    assert answer.strategy == "auto→sql" and answer.sql == GOOD
+    assert stores_under(home2) == []

@@ -54,6 +54,7 @@ VARIABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("remote", "allowed_redirects"): ("SPARQLNAV_ALLOWED_REDIRECTS",),
     ("remote", "name_index_max_triples"): ("SPARQLNAV_NAME_INDEX_MAX_TRIPLES",),
     ("databases", "copy_max_rows"): ("SPARQLNAV_DB_COPY_MAX_ROWS",),
+    ("databases", "lexical_max_rows"): ("SPARQLNAV_DB_LEXICAL_MAX_ROWS",),
     ("wikidata", "sparql"): ("SPARQLNAV_WIKIDATA_SPARQL",),
     ("wikidata", "api"): ("SPARQLNAV_WIKIDATA_API",),
     ("llm", "base_url"): ("OPENAI_BASE_URL",),
@@ -133,6 +134,10 @@ class DatabaseSettings(_Part):
     # Rows (all tables, the catalogue's counts) up to which a database is copied into a graph store when a SPARQL
     # strategy asks for it (the copy runs at about 4,000 rows a second); above it the copy is refused in one line.
     copy_max_rows: int = Field(default=100_000, ge=0)
+    # Rows up to which `auto` tries lexical first on a database it answers in SQL, on the graph copy (made in a few
+    # seconds at 20,000 rows, then kept): a question lexical reads, confirmed by the answer check, costs one LLM call
+    # and no SQL writing, but its answer is SPARQL on the copy. 0 (the default): the SQL writer first, no copy.
+    lexical_max_rows: int = Field(default=0, ge=0)
 
 
 class RemoteSettings(_Part):

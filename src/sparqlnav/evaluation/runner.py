@@ -602,8 +602,12 @@ def _run_pool(
             finished.put(record)
 
     # A local graph starts its server and HTTP client on the first query; start them here, once, so that
-    # worker threads do not race to create (and close each other's) clients.
-    kg.endpoint.query("ASK {}")
+    # worker threads do not race to create (and close each other's) clients. A database answered in SQL is left
+    # uncopied (issue 35): the copy is made only for a strategy that writes SPARQL.
+    if pool and not getattr(pool[0], "in_sql", False):
+        kg.sparql_ready()
+    if kg.sparql_cost() == 0:
+        kg.endpoint.query("ASK {}")
     # Daemon threads: on Ctrl-C the main thread returns at once instead of waiting for in-flight LLM calls;
     # those questions are simply not on disk and a resumed run asks them again.
     threads = [

@@ -55,7 +55,8 @@ def warm(
         return done
 
     graph = step("graph", open_default)
-    if isinstance(graph, KnowledgeGraph):
+    # A database with an LLM is answered in SQL where it lives: its graph copy is not made ahead of a question.
+    if isinstance(graph, KnowledgeGraph) and not (llm is not None and graph.sparql_cost() > 0):
         step("engine", lambda: graph.endpoint.query("ASK { }"))
         step("names", lambda: graph.names.search("warm", limit=1))
     step("strategy" if llm is None else "strategy and LLM clients", make_strategy)

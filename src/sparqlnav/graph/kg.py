@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.endpoint import Endpoint
@@ -17,6 +18,23 @@ PREPARE_SPARQL = "prepare_sparql"  # the key in `KnowledgeGraph.extra` of what m
 
 class KGError(SparqlnavError):
     """A `--kg` value that cannot be opened; the message is one line."""
+
+
+class SparqlPreparation(Protocol):
+    """What makes a graph ready for SPARQL on demand (a database's graph copy), and what that would cost."""
+
+    def __call__(self) -> object:
+        """Make it (KGError when it cannot be made)."""
+        ...
+
+    @property
+    def made(self) -> bool:
+        """Whether it was made already."""
+        ...
+
+    def rows(self) -> int:
+        """How many rows making it would copy."""
+        ...
 
 
 @dataclass
@@ -37,6 +55,14 @@ class KnowledgeGraph:
         prepare = self.extra.get(PREPARE_SPARQL)
         if callable(prepare):
             prepare()
+
+    def sparql_cost(self) -> int:
+        """Rows a SPARQL query would first have to copy (0: the graph is ready for SPARQL now)."""
+        prepare = self.extra.get(PREPARE_SPARQL)
+        if prepare is None or getattr(prepare, "made", True):
+            return 0
+        rows = getattr(prepare, "rows", None)
+        return int(rows()) if callable(rows) else 0
 
     def close(self) -> None:
         """Stop processes and close connections."""

@@ -145,7 +145,7 @@ def open_database(database: Database, settings: Settings, *, reporter: Reporter 
     )
     kg.extra[RELATIONAL] = schema  # the database and its tables: what SQL strategies run on
     copy.owner = kg
-    kg.extra[PREPARE_SPARQL] = copy.graph
+    kg.extra[PREPARE_SPARQL] = copy
     _warn_of_rights(database)
     return kg
 
@@ -170,15 +170,31 @@ class _DatabaseCopy:
     def __init__(self, database: Database, settings: Settings, reporter: Reporter | None, name: str) -> None:
         self.database, self.settings, self.reporter, self.name = database, settings, reporter, name
         self._graph: KnowledgeGraph | None = None
+        self._rows: int | None = None
         self._lock = threading.Lock()
         self.owner: KnowledgeGraph | None = None  # the graph that stands for the database: it becomes the copy
+
+    def __call__(self) -> KnowledgeGraph:
+        """Make the copy (`SparqlPreparation`)."""
+        return self.graph()
+
+    @property
+    def made(self) -> bool:
+        """Whether the copy was made."""
+        return self._graph is not None
+
+    def rows(self) -> int:
+        """Rows the copy holds or would hold (counted once: the catalogue's counts)."""
+        if self._rows is None:
+            self._rows = rows_in(self.database)
+        return self._rows
 
     def graph(self) -> KnowledgeGraph:
         """The copy, built now if it is not yet (KGError above the size limit)."""
         with self._lock:
             if self._graph is None:
                 limit = self.settings.databases.copy_max_rows
-                rows = rows_in(self.database)
+                rows = self.rows()
                 if rows > limit:
                     raise KGError(
                         f"{self.name} has {rows:,} rows, more than SPARQLNAV_DB_COPY_MAX_ROWS ({limit:,}) for a copy "

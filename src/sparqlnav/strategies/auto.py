@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparqlnav.answer import Answer, Strategy
 from sparqlnav.context import EMPTY, Handover, RunContext
+from sparqlnav.errors import SparqlnavError
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.relational import relational_of
 from sparqlnav.graph.results import ResultTable
@@ -146,6 +147,8 @@ class Auto:
     sql_writer: Strategy | None = None
     sql_builder: Strategy | None = None
     target: str = "auto"
+    # On a database up to this many rows lexical runs first, on its graph copy (0: the SQL writer first).
+    lexical_max_rows: int = 0
 
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
@@ -190,11 +193,25 @@ class Auto:
         return self.sql_writer is not None and self.target != "sparql"
 
     def _in_sql(self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> Answer:
-        """A database answered where it lives: the SQL writer, and the builder when its answer is not trusted, with
-        the reason and the writer's SQL in its first request (a follow-up continues in SQL: both read the turns)."""
+        """A database answered where it lives: lexical on its small graph copy when it reads the question (its own
+        bar, then the answer check), else the SQL writer, and the builder when the writer's answer is not trusted,
+        with the reason and the writer's SQL in its first request (a follow-up continues in SQL: both read the
+        turns)."""
         assert self.sql_writer is not None
+        stages: list[Stage] = []
+        if self._lexical_on_copy(kg, trace, context):
+            read = self.lexical.run(question, kg, trace, context)
+            doubt, confirmed = self._lexical_doubt(read, question, kg, trace, context)
+            sure = read.extra.get("sentence")
+            if confirmed and isinstance(sure, str) and sure:
+                read = dataclasses.replace(read, text=sure)
+            stages.append(Stage("lexical", read, doubt))
+            if doubt is None:
+                return self._final(stages)
+            trace.emit("escalate", reason=str(doubt), check=doubt.check, sparql=read.sparql,
+                       **{"from": "lexical", "to": "sql"})
         answer = self.sql_writer.run(question, kg, trace, context)
-        stages = [Stage("sql", answer, evidence_doubt(answer, question, self.options.singular_rows))]
+        stages.append(Stage("sql", answer, evidence_doubt(answer, question, self.options.singular_rows)))
         if stages[-1].distrust is None or self.sql_builder is None or _llm_failed(answer, trace):
             return self._final(stages)
         reason = str(stages[-1].distrust)
@@ -204,6 +221,21 @@ class Auto:
         built = self.sql_builder.run(question, kg, trace, context.handed_over(handover))
         stages.append(Stage("build", built, None))
         return self._final(stages)
+
+    def _lexical_on_copy(self, kg: KnowledgeGraph, trace: Trace, context: RunContext) -> bool:
+        """Whether lexical is tried first on a database: a first question (lexical cannot read earlier turns), on a
+        database whose graph copy is made or takes seconds (`lexical_max_rows`); the copy is made here."""
+        if context.history or self.lexical_max_rows <= 0:
+            return False
+        try:
+            rows = kg.sparql_cost()
+            if rows > self.lexical_max_rows:
+                return False
+            kg.sparql_ready()
+        except SparqlnavError as exc:  # the copy could not be made: the SQL writer does not need it
+            trace.emit("info", message=f"lexical skipped on the database: {exc}")
+            return False
+        return True
 
     def close(self) -> None:
         """Close the stages that hold resources (explore's LLM clients)."""
@@ -333,6 +365,7 @@ def create(
         sql_writer=write_sql.create(llm, settings=settings) if target != "sparql" else None,
         sql_builder=builder_module.create(llm, settings=settings, target="sql") if target != "sparql" else None,
         target=target,
+        lexical_max_rows=settings.databases.lexical_max_rows,
     )
 
 
