@@ -204,3 +204,40 @@ def test_lexical_first_on_a_small_database_when_asked(
         answer = run_question(strategy, RESEARCH, kg, Trace())
     assert answer.strategy == "auto→sql" and answer.sql == GOOD
     assert stores_under(home2) == []
+
+
+def test_index_examples_on_a_database_keeps_sql_pairs_the_writer_shows(
+    scripted_llm: ScriptedLLM, company: Path, tmp_path: Path
+) -> None:
+    """`index --examples` on a database takes question/SQL pairs (nothing copied); the SQL writer's request shows
+    the pairs closest to the question, in their own section; a pair whose SQL writes is refused, naming the file."""
+    home = tmp_path / "home"
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps([
+        {"id": "p1", "question": "Which employees earn more than their manager?",
+         "sql": "SELECT e.name FROM employees e JOIN employees m ON m.id = e.manager_id WHERE e.salary > m.salary"},
+        {"id": "p2", "question": "What is the budget of the Sales department?",
+         "sql": "SELECT budget FROM departments WHERE name = 'Sales'"},
+    ]))  # fmt: skip
+    env = {**os.environ, "SPARQLNAV_HOME": str(home), "NO_COLOR": "1"}
+    done = subprocess.run([*SN, "index", "--kg", f"sqlite://{company}", "--examples", str(pairs), "--json"],
+                          capture_output=True, text=True, timeout=240, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sql_examples"] == 2
+    assert stores_under(home) == []
+
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(home)})
+    scripted_llm.script([sql_reply("SELECT budget FROM departments WHERE name = 'Research'"), Reply("1,500,000.")])
+    with open_kg(f"sqlite://{company}", settings) as kg, cascade(scripted_llm, settings) as strategy:
+        answer = run_question(strategy, "What is the budget of the Research department?", kg, Trace())
+    assert answer.sql is not None and [t.value for t in answer.results.values()] == ["1500000"]  # type: ignore[union-attr]
+    prompt = system_of(scripted_llm.requests[0])
+    section = prompt.split("## Questions answered on this database before, with their SQL", 1)[1]
+    assert "Question: What is the budget of the Sales department?\n```sql\nSELECT budget FROM departments " in section
+    assert "earn more than" not in section  # a pair that shares no word with the question is left out
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"id": "x", "question": "Remove Sales", "sql": "DELETE FROM departments"}]))
+    done = subprocess.run([*SN, "index", "--kg", f"sqlite://{company}", "--examples", str(bad)],
+                          capture_output=True, text=True, timeout=240, env=env, check=False)  # fmt: skip
+    assert done.returncode != 0 and "bad.json: the SQL of 'x' is refused" in done.stderr

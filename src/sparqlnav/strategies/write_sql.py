@@ -27,6 +27,7 @@ from sparqlnav.question.fit import projection_mismatch
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import find_mentions
 from sparqlnav.question.words import stem, tokenize
+from sparqlnav.retrieval.sql_examples import SqlExample, closest_sql_examples, kept_sql_examples
 from sparqlnav.settings import Settings
 from sparqlnav.sql import SqlError, run_sql
 from sparqlnav.sql.executor import Caps
@@ -169,6 +170,14 @@ def _named_line(n: NamedValue) -> str:
     return f'- "{n.mention}": {said}'
 
 
+def _examples_block(examples: Sequence[SqlExample]) -> str:
+    """The closest question/SQL pairs the user gave for this database, when there are any."""
+    if not examples:
+        return ""
+    pairs = "\n\n".join(f"Question: {e.question}\n```sql\n{e.sql}\n```" for e in examples)
+    return f"\n## Questions answered on this database before, with their SQL\n\n{pairs}\n"
+
+
 class SqlWriter:
     """One request for the SQL, one fix when it fails or finds nothing, the answer in words."""
 
@@ -211,8 +220,12 @@ class SqlWriter:
         named = named_values(database, chosen, question, trace)
         named_block = ("\n## What the question names, looked up in the data\n\n" + "\n".join(map(_named_line, named))
                        if named else "")
+        examples = closest_sql_examples(kept_sql_examples(self.settings.paths.home, database), question)
+        if examples:
+            trace.emit("info", message=f"{len(examples)} of the database's example questions shown with their SQL")
         dialect = "SQLite" if database.kind == "sqlite" else "PostgreSQL"
-        system = Template(prompt_text("write_sql.md")).safe_substitute(dialect=dialect, tables=tables, named=named_block)
+        system = Template(prompt_text("write_sql.md")).safe_substitute(
+            dialect=dialect, tables=tables, named=named_block, examples=_examples_block(examples))
         messages = [Message.system(system), Message.user(context.with_question(question))]
         sql, table, problem = None, None, None
         for attempt in range(2):

@@ -32,6 +32,35 @@ if TYPE_CHECKING:
 from sparqlnav.faces.cli.common import CliError, KgOpt, TimeoutOpt, err, opened, out, settings_for
 
 
+def _index_sql_examples(kg: str, paths: list[Path], settings: Settings, json_output: bool) -> bool:
+    """`index --examples` on a database: keep the files' question/SQL pairs for the SQL writer (nothing is copied
+    into a graph); False when `kg` is no database or the files hold no SQL (then they are SPARQL examples)."""
+    from sparqlnav.graph.kg import KGError
+    from sparqlnav.graph.relational import database_spec
+    from sparqlnav.retrieval.examples import DATASET_SUFFIXES, ExamplesError
+    from sparqlnav.retrieval.sql_examples import keep_sql_examples, load_sql_examples
+
+    try:
+        database = database_spec(kg)
+    except KGError as exc:
+        raise CliError(str(exc)) from None
+    if database is None or not all(p.is_file() and p.suffix.lower() in DATASET_SUFFIXES for p in paths):
+        return False
+    try:
+        found = load_sql_examples(paths, database.kind)
+    except ExamplesError as exc:
+        raise CliError(str(exc)) from None
+    if not found:
+        return False
+    path = keep_sql_examples(settings.paths.home, database, found)
+    if json_output:
+        print(json.dumps({"sql_examples": len(found), "database": database.shown, "kept": str(path)}))
+    else:
+        out().print(f"{len(found)} question/SQL examples for {database.shown}, kept in {path}; the SQL writer "
+                    "shows the closest to each question", markup=False, highlight=False)
+    return True
+
+
 def _index_names(kg: str, settings: Settings, json_output: bool) -> None:
     """`index --names`: the explicit download of an endpoint's names (large endpoints are otherwise searched in place)."""
     import time
@@ -78,7 +107,7 @@ def index_command(
     kg: KgOpt = "demo",
     examples: Annotated[
         list[Path] | None,
-        typer.Option("--examples", help="SHACL example files or folders, QALD JSON, text2sparql YAML or SPINACH JSON (repeatable)."),
+        typer.Option("--examples", help="SHACL example files or folders, QALD JSON, text2sparql YAML or SPINACH JSON (repeatable); on a database, question files whose questions carry `sql` (kept for the SQL writer, nothing copied)."),
     ] = None,
     void: Annotated[
         list[Path] | None,
@@ -137,6 +166,9 @@ def index_command(
     from sparqlnav.retrieval.records import DOCUMENT_KINDS
 
     settings = settings_for(timeout)
+    if examples and not (void or docs or qdrant or synthesize_examples) and _index_sql_examples(
+            kg, examples, settings, json_output):
+        return
     outside: list[Outside] = []  # symlinks out of a folder given, skipped and said so in the summary
     try:
         chosen = make_embedder(embedder, embedding=settings.embedding)
