@@ -180,3 +180,34 @@ def test_names_are_names(tmp_path: Path, settings: Settings) -> None:
     assert not any("'" in n.mention for n in quoted.names), quoted.names
     # before: "Lyon and Paris" looked up as one name (not found)
     assert [(n.mention, n.value_text) for n in pair.names] == [("Lyon", "Lyon"), ("Paris", "Paris")]
+
+
+@pytest.mark.parametrize("rows", [40, 150])
+def test_the_answer_writer_sees_a_long_list_whole_or_is_told_where_the_rest_is(
+    scripted_llm: ScriptedLLM, tmp_path: Path, rows: int
+) -> None:
+    """The answer writer saw the first and last 10 rows of any longer list and could not give all of one asked for
+    whole; now a list up to 100 rows comes whole, and a longer one says the reader has the rest (no query advice)."""
+    import sqlite3
+
+    from sparqlnav.strategies import write_sql
+
+    db = tmp_path / "towns.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE towns (id INTEGER PRIMARY KEY, name TEXT)")
+    con.executemany("INSERT INTO towns VALUES (?, ?)", [(i, f"Town{i:03d}") for i in range(rows)])
+    con.commit()
+    con.close()
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    scripted_llm.script([Reply("```sql\nSELECT name FROM towns ORDER BY name\n```"), Reply("All of them.")])
+    with open_kg(f"sqlite://{db}", settings) as kg:
+        run_question(write_sql.create(config(scripted_llm), settings=settings), "List all towns.", kg, Trace())
+    seen = str(scripted_llm.requests[1]["messages"][-1]["content"])
+    shown = set(re.findall(r"Town\d{3}", seen))
+    assert "FILTER" not in seen and "LIMIT/OFFSET" not in seen
+    if rows == 40:
+        assert len(shown) == 40 and "(40 rows.)" in seen
+    else:
+        assert len(shown) == 20  # before: 20 too, and "a FILTER or LIMIT/OFFSET shows others" to a writer of words
+        assert ("150 rows in total; the first 10 and last 10 are shown; the reader sees the whole result as a "
+                "table under your answer: name only rows shown here and say how many there are.") in seen

@@ -234,9 +234,10 @@ class ResultTable:
         tail: int = SHOWN_TAIL,
         whole: int = SHOWN_WHOLE,
         max_cell: int | None = None,
+        others: str = "a FILTER or LIMIT/OFFSET shows others",
     ) -> str:
         """A markdown table for an LLM: whole up to `whole` rows, else first and last rows; cells cut only past
-        their share of the budget (or `max_cell`); every cut stated."""
+        their share of the budget (or `max_cell`); every cut stated (`others`: how the reader may see the rest)."""
         if self.boolean is not None:
             return f"ASK result: {'true' if self.boolean else 'false'}"
         if not self.rows:
@@ -255,7 +256,7 @@ class ResultTable:
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
         total = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
         if cut:
-            total += f" in total; the first {head} and last {tail} are shown; a FILTER or LIMIT/OFFSET shows others"
+            total += f" in total; the first {head} and last {tail} are shown; {others}"
         if self.truncated:
             total += f"; the result was cut at a cap ({self.cap}), more rows exist"
         if clipped:

@@ -16,7 +16,12 @@ from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace
 
-ANSWER_ROWS = 10  # rows (first and last) the answer writer sees; a plain answer names the first ones
+ANSWER_ROWS = 10  # rows (first and last) the answer writer sees of a long list; a plain answer names the first ones
+# A list up to this many rows is shown to the answer writer whole, so "list all …" can be answered with all of it
+# (it saw the first and last 10 of 19 before, issue 37); a longer one is shown in part and the writer says so.
+ANSWER_WHOLE = 100
+HIDDEN_ROWS = ("the reader sees the whole result as a table under your answer: name only rows shown here and say "
+               "how many there are")
 Chat = Callable[[list[Message], str], LLMReply]  # messages, purpose -> reply (the strategy's own accounting)
 
 
@@ -38,14 +43,20 @@ def plain_answer(table: ResultTable, kg: KnowledgeGraph, question: str = "") -> 
     return f"The query returned: {shown}{more}"
 
 
+def writer_view(table: ResultTable, kg: KnowledgeGraph, *, rows: int = ANSWER_ROWS, labelled: bool = True) -> str:
+    """The result as a writer of the answer's words reads it: whole up to ANSWER_WHOLE rows, else the first and last
+    `rows` with the rest said to be in the table the reader sees (`labelled`: labels beside IRIs)."""
+    labels = shown_labels(table, kg.names, head=rows, tail=rows, whole=ANSWER_WHOLE) if labelled else {}
+    return table.to_markdown(kg.prefixes, labels, head=rows, tail=rows, whole=ANSWER_WHOLE, others=HIDDEN_ROWS)
+
+
 def write_answer(
     chat: Chat, kg: KnowledgeGraph, context: RunContext, question: str, sparql: str, table: ResultTable,
     note: str | None = None, language: str = "SPARQL",
 ) -> str:
     """The answer in words, written by the LLM from the question (after its context), the query, its rows and the
     query's author's last note (a reading it chose, a doubt it found while exploring)."""
-    labels = shown_labels(table, kg.names, head=ANSWER_ROWS, tail=ANSWER_ROWS)
-    result = table.to_markdown(kg.prefixes, labels, head=ANSWER_ROWS, tail=ANSWER_ROWS)
+    result = writer_view(table, kg)
     said = f"\n\nThe query's author noted: {note.strip()}" if note and note.strip() else ""
     # A cascade's handover was for writing the query; the words come from this query's rows alone.
     user = f"{context.without_handover().with_question(question)}\n\n{language}:\n{sparql}\n\nResult:\n{result}{said}"

@@ -25,7 +25,7 @@ from sparqlnav.feedback.eraser import StepContext
 from sparqlnav.feedback.memory import Memory
 from sparqlnav.graph.endpoint import Endpoint, Outcome, QueryResult, RemoteEndpoint
 from sparqlnav.graph.kg import KnowledgeGraph
-from sparqlnav.graph.results import ResultTable, shown_labels
+from sparqlnav.graph.results import ResultTable
 from sparqlnav.graph.schema import META_NAMESPACES, Schema
 from sparqlnav.graph.vocab import humanise, local_name
 from sparqlnav.llm import (
@@ -52,7 +52,7 @@ from sparqlnav.retrieval.records import Doc, IndexHit
 from sparqlnav.settings import Settings
 from sparqlnav.sparql.check import CheckReport, endpoint_key, validate
 from sparqlnav.sparql.prefixes import PrefixMap
-from sparqlnav.strategies.ending import conclude
+from sparqlnav.strategies.ending import conclude, writer_view
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, annotated_shape, graph_notes, main_classes
 from sparqlnav.tools.lookup import absent, closest_values
@@ -694,9 +694,7 @@ class _Run:
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:
         if not self.options.explain:
             return f"The query returned {len(table)} row(s)." if not table.is_boolean else f"The answer is {'yes' if table.boolean else 'no'}."
-        half = max(1, self.options.result_rows // 2)
-        labels = shown_labels(table, self.kg.names, head=half, tail=half) if endpoint is None else {}
-        shown = table.to_markdown(self.kg.prefixes, labels, head=half, tail=half)
+        shown = writer_view(table, self.kg, rows=max(1, self.options.result_rows // 2), labelled=endpoint is None)
         user = f"{self.context.without_handover().with_question(self.question)}\n\nSPARQL:\n{query}\n\nResult:\n{shown}"
         reply = self._chat([Message.system(prompt_text("retrieve_explain.md")), Message.user(user)], "explain")
         text, self.doubt = split_doubt(reply.text)
