@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -241,3 +242,32 @@ def test_index_examples_on_a_database_keeps_sql_pairs_the_writer_shows(
     done = subprocess.run([*SN, "index", "--kg", f"sqlite://{company}", "--examples", str(bad)],
                           capture_output=True, text=True, timeout=240, env=env, check=False)  # fmt: skip
     assert done.returncode != 0 and "bad.json: the SQL of 'x' is refused" in done.stderr
+
+
+def test_truth_values_are_listed_as_the_dialect_writes_them(postgres_company: str, tmp_path: Path) -> None:
+    """A BOOLEAN column was profiled as text: SQLite's 0/1 shown as '0', '1' (a model compares with a string), and
+    PostgreSQL's had no MIN/MAX at all. Now SQLite lists 0, 1 and PostgreSQL false, true, unquoted."""
+    import psycopg
+
+    from sparqlnav.strategies.write_sql import schema_view
+
+    db = tmp_path / "flags.db"
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE drugs (code TEXT PRIMARY KEY, controlled BOOLEAN);"
+                      "INSERT INTO drugs VALUES ('A', 1), ('B', 0), ('C', 0);")
+    con.commit()
+    con.close()
+    lite = database_spec(f"sqlite://{db}")
+    assert lite is not None
+    view, _ = schema_view(profile_database(lite), "Which drugs are controlled?")
+    assert "controlled BOOLEAN  -- values 0, 1" in view
+    flags = postgres_company.rsplit("/", 1)[0] + "/flags"  # a database of its own: the company one stays as it is
+    with psycopg.connect(postgres_company, autocommit=True) as pg:
+        pg.execute("CREATE DATABASE flags")
+    with psycopg.connect(flags, autocommit=True) as pg:
+        pg.execute("CREATE TABLE drugs (code TEXT PRIMARY KEY, controlled BOOLEAN)")
+        pg.execute("INSERT INTO drugs VALUES ('A', true), ('B', false)")
+    pg_db = database_spec(flags)
+    assert pg_db is not None
+    view, _ = schema_view(profile_database(pg_db), "Which drugs are controlled?")
+    assert "controlled boolean  -- values false, true" in view

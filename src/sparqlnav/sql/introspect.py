@@ -22,7 +22,7 @@ from sparqlnav.sql.run import run_sql
 
 __all__ = ["ColumnProfile", "DatabaseProfile", "TableProfile", "profile_database", "quote_literal", "quote_name"]
 
-PROFILE_VERSION = "1"
+PROFILE_VERSION = "2"  # 2: booleans listed as true/false (PostgreSQL) or 0/1 (SQLite), not as texts
 SAMPLE_ROWS = 5_000  # rows of a table its values are read from
 LISTED = 12  # a column with at most this many values in the sample lists them all
 SAMPLES = 3  # values shown of other text columns
@@ -30,6 +30,7 @@ EXACT_COUNT_UP_TO = 200_000  # PostgreSQL: past its statistics' estimate, a COUN
 PROBE_TIMEOUT_S = 5.0
 _NUMERIC = re.compile(r"int|real|floa|doub|dec|num|money|serial", re.I)
 _TEMPORAL = re.compile(r"date|time", re.I)
+_BOOLEAN = re.compile(r"bool", re.I)
 
 
 def quote_name(name: str) -> str:
@@ -58,8 +59,13 @@ class ColumnProfile:
 
     @property
     def text(self) -> bool:
-        """Whether it holds text (not numbers or dates)."""
-        return not (_NUMERIC.search(self.type) or _TEMPORAL.search(self.type))
+        """Whether it holds text (not numbers, dates or truth values)."""
+        return not (_NUMERIC.search(self.type) or _TEMPORAL.search(self.type) or self.boolean)
+
+    @property
+    def boolean(self) -> bool:
+        """Whether it holds truth values (SQLite keeps them as 0 and 1, PostgreSQL as true and false)."""
+        return bool(_BOOLEAN.search(self.type))
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,10 @@ def _table(database: Database, table: Table) -> TableProfile:
 def _column(database: Database, sample: str, name: str, kind: str, references: str) -> ColumnProfile:
     column = ColumnProfile(name, kind, references)
     q = quote_name(name)
+    if column.boolean:  # no MIN/MAX of a PostgreSQL boolean: its values, as the dialect writes them
+        found = _rows(database, f"SELECT {q} FROM {sample} WHERE {q} IS NOT NULL GROUP BY {q} ORDER BY {q}")
+        listed = tuple(str(v[0]).lower() if isinstance(v[0], bool) else str(v[0]) for v in found)
+        return ColumnProfile(name, kind, references, listed, (), len(listed))
     if not column.text:
         found = _rows(database, f"SELECT MIN({q}), MAX({q}), COUNT(DISTINCT {q}) FROM {sample}")
         if found:
