@@ -177,8 +177,8 @@ def _column(database: Database, sample: str, name: str, kind: str, references: s
     q = quote_name(name)
     if column.boolean:  # no MIN/MAX of a PostgreSQL boolean: its values, as the dialect writes them
         found = _rows(database, f"SELECT {q} FROM {sample} WHERE {q} IS NOT NULL GROUP BY {q} ORDER BY {q}")
-        listed = tuple(str(v[0]).lower() if isinstance(v[0], bool) else str(v[0]) for v in found)
-        return ColumnProfile(name, kind, references, listed, (), len(listed))
+        truths = tuple(str(v[0]).lower() if isinstance(v[0], bool) else str(v[0]) for v in found)
+        return ColumnProfile(name, kind, references, truths, (), len(truths))
     if not column.text:
         found = _rows(database, f"SELECT MIN({q}), MAX({q}), COUNT(DISTINCT {q}) FROM {sample}")
         if found:
