@@ -18,10 +18,11 @@ import pyoxigraph as ox
 from rapidfuzz import fuzz
 from rapidfuzz import utils as fuzz_utils
 
+from sparqlnav.graph.name_properties import name_properties, named_by_properties
 from sparqlnav.graph.vocab import RDF_TYPE, Vocabulary, humanise, local_name
 
 Kind = Literal["entity", "property", "class"]
-INDEX_VERSION = 5
+INDEX_VERSION = 6  # 6: things without a label named by their class's name property
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -135,6 +136,14 @@ class _Collector:
             if subject.description is None or lang == "en":
                 subject.description = o[:300]
 
+    def add_name(self, iri: str, text: str) -> None:
+        """A thing's name from its class's name property, for a thing no label names."""
+        item = self.items.get(iri)
+        if item is None or item.label is not None:  # before `finish`, only a label predicate sets a label
+            return
+        self.names.append((iri, text, "label"))
+        item.label = text
+
     def finish(self) -> None:
         wb = self.vocab.wikibase
         for p in self.predicate_counts:
@@ -207,6 +216,8 @@ class LabelIndex:
                 progress(i)
         if progress:
             progress(len(store))  # every triple read; what remains is writing the index
+        for iri, text in named_by_properties(store, name_properties(store, vocab.labels)):
+            collector.add_name(iri, text)
         collector.finish()
         return cls._write(path, collector)
 
