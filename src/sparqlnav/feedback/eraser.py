@@ -77,6 +77,9 @@ class StepContext:
     # The stored values of a property closest to a text (the toolkit's `closest_values`), asked only when a query
     # that filters a property on a text matched nothing.
     values_of: Callable[[str, str], list[str]] | None = None
+    # The datatype of a property's stored values when not text (the toolkit's `value_datatype`), asked in the same
+    # case: a plain string never equals an xsd:date, and "not spelled as stored" would mislead.
+    datatype_of: Callable[[str], str | None] | None = None
     _absent: list[str] | None = field(default=None, repr=False)
 
     def absent_iris(self) -> list[str]:
@@ -336,10 +339,29 @@ def filtered_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
         return None
     lines = []
     for prop, text in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+        if ctx.datatype_of is not None and ctx.datatype_of(prop):
+            continue  # typed values: `typed_value` says why
         close = ctx.values_of(prop, text)
         if close and text not in close:
             shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in close)
             lines.append(f'{ctx.prefixes.compact(prop)} compared with "{text}": the closest stored values are {shown}')
+    return {"values": "; ".join(lines)} if lines else None
+
+
+def typed_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query matched nothing and compares a property whose values are typed (xsd:date, xsd:integer) with a
+    plain string (`FILTER(?d < "2016-12-31")` on dates): no plain string equals or orders with them, whatever its
+    spelling; the datatype is the problem, and writing it typed is the fix."""
+    r = ctx.result
+    if ctx.query is None or r is None or ctx.datatype_of is None or not _matched_nothing(r):
+        return None
+    lines = []
+    for prop, text in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+        datatype = ctx.datatype_of(prop)
+        if datatype:
+            typed = f'"{text}"^^{ctx.prefixes.compact(datatype)}'
+            lines.append(f'{ctx.prefixes.compact(prop)} holds {ctx.prefixes.compact(datatype)} values and is compared '
+                         f'with the plain text "{text}"; write it as {typed}')
     return {"values": "; ".join(lines)} if lines else None
 
 
@@ -360,11 +382,13 @@ def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
 
     found: dict[tuple[str, str], None] = {}
     bound: dict[str, str] = {}  # variable → the property whose values it holds
+    # a typed literal ("2016-12-31"^^xsd:date) is a value, not a spelling to check
+    typed = {id(t) for t, after in pairwise(toks) if t.kind == "string" and after.text == "^"}
     for before, t in pairwise(toks):
         prop = iri(before) if before.kind in ("iri", "pname") else None
         if prop is None:
             continue
-        if t.kind in ("string", "lstring"):
+        if t.kind in ("string", "lstring") and id(t) not in typed:
             found[(prop, _unquote(t.text))] = None
         elif t.kind == "var":
             bound.setdefault(t.text[1:], prop)
@@ -373,7 +397,7 @@ def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
             continue
         group = _group_after(toks, i + 1)
         props = [bound[x.text[1:]] for x in group if x.kind == "var" and x.text[1:] in bound]
-        texts = [_unquote(x.text).strip("^$") for x in group if x.kind in ("string", "lstring")]
+        texts = [_unquote(x.text).strip("^$") for x in group if x.kind in ("string", "lstring") and id(x) not in typed]
         for text in texts:
             if props and len(text.strip(".*")) >= 2:
                 found[(props[0], text.strip(".*"))] = None
@@ -713,6 +737,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         stop_answer_shape,
         absent_iri,
         filtered_value,
+        typed_value,
         unseen_iri,
         unbound_projection,
         failed_cast,

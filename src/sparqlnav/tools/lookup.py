@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -415,6 +416,25 @@ def closest_values(kg: KnowledgeGraph, prop: str, text: str, *, k: int = 5,
             found.update((r["v"].value, None) for r in result.table.rows if "v" in r)
     ranked = sorted(((_closeness(want, _loose(v)), v) for v in found), key=lambda sv: (-sv[0], sv[1]))
     return [v for score, v in ranked if score >= CLOSE_ENOUGH][:k]
+
+
+PLAIN_TEXT = ("http://www.w3.org/2001/XMLSchema#string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")
+
+
+def value_datatype(kg: KnowledgeGraph, prop: str, *, timeout_s: float = ABSENT_SECONDS) -> str | None:
+    """The datatype most of a property's stored values have when it is not text (xsd:date, xsd:integer …), so a
+    query comparing them with a plain string can be told why it matched nothing; None for text or on failure."""
+    if not _IRI_OK.match(prop):
+        return None
+    result = kg.endpoint.query(f"SELECT (DATATYPE(?v) AS ?t) WHERE {{ ?s <{prop}> ?v FILTER(isLiteral(?v)) }} "
+                               "LIMIT 50", timeout_s=timeout_s)
+    if not result.ok or result.table is None:
+        return None
+    kinds = Counter(r["t"].value for r in result.table.rows if "t" in r)
+    if not kinds:
+        return None
+    datatype = kinds.most_common(1)[0][0]
+    return None if datatype in PLAIN_TEXT else datatype
 
 
 def _loose(text: str) -> str:
