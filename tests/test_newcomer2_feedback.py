@@ -1,11 +1,15 @@
-"""Issue 40, item 10: explore's feedback on a date compared with plain text. A query comparing an `xsd:date`
+"""Issue 40, items 10 and 7. Item 10: explore's feedback on a date compared with plain text. A query comparing an `xsd:date`
 property with "2016-12-31" matched nothing and was told "No stored value is spelled as your text… (LCASE,
 CONTAINS)"; the spelling is right, the datatype is the problem, and the feedback now says so. The real explore loop
 over HTTP against the scripted OpenAI-compatible server, on a real Oxigraph store of our own small graph."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +64,38 @@ def test_a_misspelt_text_still_gets_the_stored_spelling(scripted_llm: ScriptedLL
     seen = str(messages(scripted_llm, 1)[-1]["content"])
     assert 'ex:keeper compared with "ivo brandt": the closest stored values are "Ivo Brandt"' in seen
     assert "Typed values" not in seen
+
+
+# ------------------------------------------------------------------------------------------ item 7: validate
+
+def validate(zoo_file: Path, home: Path, query: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparqlnav", "validate", query, "--kg", str(zoo_file)],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "SPARQLNAV_HOME": str(home), "NO_COLOR": "1"})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def zoo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("zoofile") / "zoo.ttl"
+    path.write_text(ZOO)
+    return path
+
+
+def test_validate_never_says_the_files_own_namespace_is_unused(zoo_file: Path, tmp_path: Path) -> None:
+    done = validate(zoo_file, tmp_path / "home", "SELECT ?e ?k WHERE { ?e a ex:Enclosure ; ex:keepers ?k }")
+    assert done.returncode == 1
+    assert "(closest: ex:keeper)" in done.stdout
+    # before: "the prefix 'ex:' was not declared and was read as <http://example.org/zoo#>, which zoo.ttl does not use"
+    assert "unknown_prefix" not in done.stdout and "does not use" not in done.stdout
+
+
+def test_validate_names_the_closest_for_a_namespace_typo_and_fails(zoo_file: Path, tmp_path: Path) -> None:
+    query = "PREFIX z: <http://example.org/zoo/> SELECT ?e WHERE { ?e a z:Enclosure ; z:keeper ?k }"
+    done = validate(zoo_file, tmp_path / "home", query)
+    assert done.returncode == 1  # before: two warnings and exit 0
+    assert ("error [unknown_namespace]: <http://example.org/zoo/Enclosure> occurs nowhere in zoo.ttl: zoo.ttl does "
+            "not use the namespace <http://example.org/zoo/> (closest: ex:Enclosure, in <http://example.org/zoo#>)"
+            ) in done.stdout
+    assert "(closest: ex:keeper, in <http://example.org/zoo#>)" in done.stdout
+    other = validate(zoo_file, tmp_path / "home", "SELECT ?a WHERE { ?a wdt:P31 ?w }")
+    assert "the prefix 'wdt:' was not declared" in other.stdout  # a default the graph does not use is still said

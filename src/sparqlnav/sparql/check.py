@@ -47,6 +47,7 @@ IssueKind = Literal[
     "object_class_mismatch",
     "absent_iri",  # an IRI the checked graph never uses (a warning: the query runs, and matches nothing there)
     "unknown_prefix",  # an undeclared prefix read from defaults the checked graph does not use
+    "unknown_namespace",  # an IRI in a namespace the graph never uses, one letter off one it does (`zoo/` for `zoo#`)
 ]
 Severity = Literal["error", "warning", "info"]
 

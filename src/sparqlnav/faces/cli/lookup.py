@@ -37,6 +37,7 @@ from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 
 if TYPE_CHECKING:
+    from sparqlnav.graph.schema import Schema
     from sparqlnav.sparql.check import Issue
 
 
@@ -157,7 +158,7 @@ def validate_command(
     """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
     schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="validate") is OutputFormat.json
-    from sparqlnav.graph.schema import Schema, schema_from_void_file
+    from sparqlnav.graph.schema import schema_from_void_file
     from sparqlnav.retrieval.kg_index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
 
@@ -193,7 +194,9 @@ def validate_command(
                 except SchemaUnavailable as exc:
                     raise CliError(f"cannot get the schema of {kg}: {exc}") from None
             report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
-            report.issues.extend(_unused_in_graph(report.query, text, graph))
+            unused = _unused_in_graph(report.query, text, graph, schema)
+            report.issues.extend(unused)
+            report.ok = report.ok and not any(i.severity == "error" for i in unused)
     if void is not None:
         report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
     if json_output:
@@ -209,24 +212,46 @@ def validate_command(
         raise typer.Exit(1)
 
 
-def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph) -> list[Issue]:
-    """Warnings for what the checked graph never uses: each IRI of the query that occurs nowhere in it (one query),
-    and each prefix the query did not declare that was read from defaults the graph does not use (`wdt:` read as
-    Wikidata's on a graph that is not Wikidata)."""
+def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph, schema: Schema | None) -> list[Issue]:
+    """Issues for what the checked graph never uses: each IRI of the query that occurs nowhere in it (one query) —
+    an error naming the closest when its namespace is a typo of one the graph uses (`zoo/` for `zoo#`) — and each
+    prefix the query did not declare that was read from defaults the graph does not use (`wdt:` read as Wikidata's
+    on a graph that is not Wikidata; never the graph's own namespaces)."""
+    import difflib
+
     from sparqlnav.feedback.memory import query_iris
     from sparqlnav.sparql.check import Issue
     from sparqlnav.sparql.guard import declared_prefixes, tokens
     from sparqlnav.tools.lookup import absent
 
+    known = [*(schema.classes if schema else ()), *(schema.predicates if schema else ())]
+    used = {ns for ns in (*(v for k, v in graph.prefixes.items() if k), *(_namespace(i) for i in known))
+            if any(i.startswith(ns) for i in known)}
     missing = absent(graph, query_iris(query, graph.prefixes, graph.vocab))
-    out = [Issue("absent_iri", f"{graph.prefixes.compact(iri)} occurs nowhere in {graph.name}", "warning")
-           for iri in missing]
+    out: list[Issue] = []
+    for iri in missing:
+        namespace = _namespace(iri)
+        near = difflib.get_close_matches(namespace, sorted(used), n=1, cutoff=0.9) if namespace not in used else []
+        fixed = near[0] + iri[len(namespace):] if near else None
+        if fixed is not None and fixed in known:
+            shown = graph.prefixes.compact(fixed)
+            out.append(Issue("unknown_namespace", f"<{iri}> occurs nowhere in {graph.name}: {graph.name} does not use "
+                             f"the namespace <{namespace}> (closest: {shown}, in <{near[0]}>)", "error",
+                             suggestions=(shown,)))
+        else:
+            out.append(Issue("absent_iri", f"{graph.prefixes.compact(iri)} occurs nowhere in {graph.name}", "warning"))
     declared_by_user = declared_prefixes(tokens(given))
     for prefix, ns in declared_prefixes(tokens(query)).items():
-        if prefix not in declared_by_user and any(i.startswith(ns) for i in missing):
+        if prefix not in declared_by_user and ns not in used and any(i.startswith(ns) for i in missing):
             out.append(Issue("unknown_prefix", f"the prefix '{prefix}:' was not declared and was read as <{ns}>, "
                              f"which {graph.name} does not use: declare the namespace you mean", "warning"))
     return out
+
+
+def _namespace(iri: str) -> str:
+    """An IRI up to its last `#` or `/` (its local name's namespace)."""
+    cut = max(iri.rfind("#"), iri.rfind("/"))
+    return iri[: cut + 1] if cut >= 0 else iri
 
 
 
