@@ -256,7 +256,7 @@ CREATE TABLE appointments (id INTEGER PRIMARY KEY, ward_id INTEGER REFERENCES wa
 CREATE TABLE orders (ord_id INTEGER PRIMARY KEY, ord_date TEXT, total NUMERIC);
 CREATE TABLE products (id INTEGER PRIMARY KEY, title TEXT NOT NULL, price REAL);
 CREATE TABLE reviews (id INTEGER PRIMARY KEY, product_id INTEGER REFERENCES products (id), stars INTEGER);
-CREATE TABLE transfers (TransferCode TEXT PRIMARY KEY, fee INTEGER, season TEXT);
+CREATE TABLE transfers (TransferCode TEXT PRIMARY KEY, fee INTEGER, season TEXT, OtherClubName TEXT);
 INSERT INTO wards VALUES (1, 'Stroke Unit', 24), (2, 'Cardiology', 30);
 INSERT INTO appointments VALUES (1042, 1, 'Follow-up after a stroke'), (1043, 2, 'Chest pain');
 INSERT INTO orders VALUES
@@ -266,7 +266,7 @@ INSERT INTO orders VALUES
   (12, '2024-01-02', 1), (13, '2024-02-02', 1), (14, '2024-03-03', 6), (15, '2024-04-04', 2);
 INSERT INTO products VALUES (1, 'Kettle', 18.200000000000003), (2, 'Toaster', 25), (3, 'Lamp', 9.99), (4, 'Mug', NULL);
 INSERT INTO reviews VALUES (1, 1, 5), (2, 1, 4), (3, 3, 2);
-INSERT INTO transfers VALUES ('T-001', 1000000, '2022-23'), ('T-002', 500000, '2023-24');
+INSERT INTO transfers VALUES ('T-001', 1000000, '2022-23', NULL), ('T-002', 500000, '2023-24', 'Harbour FC');
 """
 
 
@@ -410,6 +410,7 @@ def test_asked_columns_are_not_called_unasked(scripted_llm: ScriptedLLM, shop_kg
     cases = [
         ("What was appointment 1042 for?", "appointments", ("appointments.id", "=", 1042), ["appointments.reason"]),
         ("Is the Stroke Unit larger than Cardiology?", "wards", None, ["wards.name", "wards.beds"]),
+        # the key names a transfer: `OtherClubName` names another club, not the table's rows (relay player, league)
         ("Which transfers happened in season 2022-23?", "transfers", ("transfers.season", "=", "2022-23"),
          ["transfers.TransferCode"]),
         ("Which orders cost more than 9?", "orders", ("orders.total", ">", 9), ["orders.ord_id"]),

@@ -163,7 +163,22 @@ def _identity(column: str, tables: Mapping[str, str], view: SqlView) -> bool:
     table = tables.get(alias)
     if table is None or view.keys.get(table) != (name,):
         return False
-    return not any(_NAME_LIKE.search(c) for c in view.column_kinds.get(table, {}))
+    return not any(_names_rows(c, table) for c in view.column_kinds.get(table, {}))
+
+
+def _names_rows(column: str, table: str) -> bool:
+    """Whether a column names the table's own rows (`name`, `title`, `TransferName` of Transfer, `first_name`), not
+    another table's (`OtherClubName` of Transfer names a club)."""
+    parts = [p.lower() for p in _parts(column)]
+    if not parts or not _NAME_LIKE.search(parts[-1]):
+        return False
+    before = parts[:-1]
+    own = _singular(re.sub(r"_\d+$", "", table).lower())
+    return not before or before in (["first"], ["last"], ["full"], ["display"]) or "".join(before) == own
+
+
+def _singular(word: str) -> str:
+    return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
 def _parts(name: str) -> list[str]:
