@@ -239,8 +239,11 @@ def analyse(tokens: Sequence[WordToken]) -> Intent:
 
 
 # How a request for a list or a value begins ("list the …", "what are the …", "give me the …").
-_REQUESTS = (("list",), ("show",), ("show", "me"), ("give", "me"), ("name",), ("what", "are"), ("what", "were"),
-             ("what", "is"), ("what", "was"), ("which", "are"), ("which", "is"), ("whats",))
+# Imperatives ask as "what is" does (issue 36: "Tell me the height of the tallest tower" was answered with a tower).
+_REQUESTS = (("list",), ("show",), ("show", "me"), ("show", "us"), ("give", "me"), ("give", "us"), ("give",),
+             ("tell", "me"), ("tell", "us"), ("find",), ("find", "me"), ("return",), ("get",), ("get", "me"),
+             ("display",), ("provide",), ("name",), ("what", "are"), ("what", "were"), ("what", "is"), ("what", "was"),
+             ("which", "are"), ("which", "is"), ("whats",))
 _DETERMINERS = frozenset({"the", "a", "an", "all", "each", "every", "their", "its", "his", "her", "whose"})
 
 

@@ -115,6 +115,8 @@ def weak_parts(explained: object) -> list[str]:
         said.append(ANSWER_TYPE_WORDS[kind])
     if unsupported := [u for u in unsupported if u not in ANSWER_TYPE_WORDS]:
         said.append("the question asks for what its query does not do: " + "; ".join(map(unsupported_in_words, unsupported)))
+    if misread := words("misread"):  # the answer is of another kind than asked ("the tower given where its height …")
+        said.append("; ".join(misread))
     if loose := words("loose"):
         said.append("it took a word of the question to mean " + _quoted(loose) + ", a name the question gives only "
                     "in part")

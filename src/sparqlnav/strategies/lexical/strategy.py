@@ -236,7 +236,10 @@ class _Run:
                     weak = weak_parts(evidence)
                     why = "; ".join(weak) if weak else "its words matched the graph's names only loosely"
                     shape = f"{best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}"
-                    if found is not None and not (found.unexplained or found.unmatched or found.loose):
+                    # A guess of another kind than asked (a tower for its height) answers another question:
+                    # never shown as "Probably".
+                    if found is not None and not (found.unexplained or found.unmatched or found.loose
+                                                  or found.misread):
                         # Every word of the question is in the query: only what it returns is in doubt, so the
                         # guess itself is worth reading.
                         text = (f"I could not find an answer I can trust in this knowledge graph.\nProbably: "
