@@ -265,3 +265,32 @@ def test_the_new_probes_over_postgresql(scripted_llm: ScriptedLLM, tmp_path: Pat
             answer = ask(scripted_llm, kg, "Which language is spoken in the most countries?", script)
             assert "2 rows share its largest value, 3, so they tie; the limit of 1 returns 1 of them." in \
                 observed(answer)[-1]
+
+
+def test_a_text_stored_in_another_column_is_said_not_blamed_on_spelling(
+    scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """A relay player (clinic) filtered patients on a name that is a doctor's: the feedback said "spelt or
+    capitalised differently", which leads a weaker model to answer "none". Now the step says which column holds it."""
+    db = tmp_path / "company.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE departments (id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE employees (id INTEGER PRIMARY KEY, name TEXT, dept_id INTEGER REFERENCES departments (id));
+        INSERT INTO departments VALUES (1, 'Research'), (2, 'Sales');
+        INSERT INTO employees VALUES (1, 'Ada Lovelace', 1), (2, 'Alan Turing', 1), (3, 'Grace Hopper', 2);
+    """)
+    con.commit()
+    con.close()
+    with open_kg(f"sqlite://{db}", Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})) as kg:
+        answer = ask(scripted_llm, kg, "Who works in research?", [
+            act("add_table", table="employees"),
+            act("add_condition", column="employees.name", op="=", value="research"),
+            act("add_join", table="departments"),
+            act("add_condition", column="departments.name", op="=", value="Research"),
+            act("set_answer_columns", columns=["employees.name"]), act("execute"), Reply("Ada and Alan.")])
+    seen = observed(answer)[1]
+    assert "'Research' is stored in departments.name (as 'Research'): is that the column the question means?" in seen
+    texts = {e.data["id"]: e.data["text"] for e in answer.trace.of_kind("feedback")}
+    assert "The text is stored in departments.name, not in employees.name" in texts["sql_empty_result"]
+    assert "spelt or capitalised differently" not in texts["sql_empty_result"]  # before: the spelling was blamed

@@ -271,3 +271,29 @@ def test_truth_values_are_listed_as_the_dialect_writes_them(postgres_company: st
     assert pg_db is not None
     view, _ = schema_view(profile_database(pg_db), "Which drugs are controlled?")
     assert "controlled boolean  -- values false, true" in view
+
+
+def test_names_the_question_gives_are_found_as_the_data_stores_them(tmp_path: Path) -> None:
+    """Relay players (clinic): a full name kept in first_name and last_name was "held by no text column"; a
+    possessive ("Walter Young's") and a sign ("AB-") were looked up as other texts. Each is now found as stored."""
+    from sparqlnav.strategies.write_sql import _named_line, named_values
+
+    db = tmp_path / "clinic.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE people (id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT, blood TEXT);
+        INSERT INTO people VALUES (1, 'Mira', 'Olsen', 'AB-'), (2, 'Tomas', 'Reyes', 'O+'), (3, 'Mira', 'Reyes', 'AB+');
+    """)
+    con.commit()
+    con.close()
+    database = database_spec(f"sqlite://{db}")
+    assert database is not None
+    tables = list(profile_database(database).tables)
+    lines = [_named_line(n) for q in ("When was Mira Olsen born?", "What is Tomas Reyes's blood type?",
+                                      "How many people have blood type AB-?")
+             for n in named_values(database, tables, q, Trace())]  # fmt: skip
+    assert lines == [
+        "- \"Mira Olsen\": stored in parts in people: 'Mira' in people.first_name and 'Olsen' in people.last_name",
+        "- \"Tomas Reyes\": stored in parts in people: 'Tomas' in people.first_name and 'Reyes' in people.last_name",
+        "- \"AB-\": stored as 'AB-' in people.blood",
+    ]  # before: "no text column of these tables holds it" (twice) and "AB": not found

@@ -59,6 +59,10 @@ def sql_empty_result(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     if view.shared is not None and view.shared[0] == 0:  # the join itself: its two columns share no value
         return {"hint": "", "none": "", "why": "The two columns of the join share no stored value: the join, not a "
                 "spelling or a condition, is what returns nothing (see above)."}
+    if view.elsewhere:  # the text is stored, in another column: the condition is on the wrong one
+        return {"hint": "", "none": "", "why": f"The text is stored in {' and '.join(view.elsewhere)}, not in "
+                f"{view.compared[0] if view.compared else 'the column compared'}: the condition belongs on that "
+                "column (join its table), unless the question means another thing."}
     hint = ""
     if view.compared is not None:
         hint = f" Look at the stored values with get_values(\"{view.compared[0]}\") and compare with one as stored."

@@ -52,3 +52,4 @@ class SqlView:
     compared: tuple[str, str, str, str] | None = None  # after a condition: (column shown, its kind, op, value kind)
     answer: tuple[str, ...] = ()  # after set_answer_columns: the columns chosen, as shown (aggregates excluded)
     shared: tuple[int, int] | None = None  # after a join with no row: rows meeting a partner, as stored / trimmed
+    elsewhere: tuple[str, ...] = ()  # after a condition on a text with no row: other columns (table.column) holding it

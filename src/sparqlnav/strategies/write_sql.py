@@ -29,7 +29,6 @@ from sparqlnav.question.linking import find_mentions
 from sparqlnav.question.words import stem, tokenize
 from sparqlnav.retrieval.sql_examples import SqlExample, closest_sql_examples, kept_sql_examples
 from sparqlnav.settings import Settings
-from sparqlnav.sql import SqlError, run_sql
 from sparqlnav.sql.executor import Caps
 from sparqlnav.sql.introspect import (
     ColumnProfile,
@@ -41,6 +40,7 @@ from sparqlnav.sql.introspect import (
 )
 from sparqlnav.sql.results import result_table
 from sparqlnav.sql.run import run_traced
+from sparqlnav.sql.values import TextColumn, stored_in
 from sparqlnav.strategies.ending import finish
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.trace import Trace
@@ -48,7 +48,6 @@ from sparqlnav.trace import Trace
 __all__ = ["SqlWriter", "create", "extract_sql", "schema_view"]
 
 FULL_TABLES = 6  # tables shown with their columns; the others by name
-NAMED_SCAN_ROWS = 200_000  # tables up to this size are searched for a named value; bigger ones by their listed values
 _BLOCK = re.compile(r"```([A-Za-z]*)[ \t]*\n(.*?)```", re.DOTALL)
 _BARE = re.compile(r"((?:WITH|SELECT)\b.*)", re.IGNORECASE | re.DOTALL)
 
@@ -128,40 +127,63 @@ class NamedValue:
 
     mention: str
     places: tuple[tuple[str, str, str], ...]  # (table, column, the value as stored)
+    in_parts: bool = False  # its words stored apart ("Beatriz Vogel": a first and a last name)
 
 
 def named_values(database: Database, tables: Sequence[TableProfile], question: str, trace: Trace) -> list[NamedValue]:
     """For each name the question marks (quoted, capitalised, a code), the text columns of `tables` that hold it,
     compared without case and surrounding spaces: small tables by one bounded query each, big ones by the values the
     profile listed."""
-    mentions = [m.text for m in find_mentions(question) if m.source in ("quoted", "code", "capitalised")]
+    mentions = [_as_named(m.text, question) for m in find_mentions(question)
+                if m.source in ("quoted", "code", "capitalised")]
     if tables and mentions and question.split()[0] in mentions:
         mentions = mentions[1:] if len(mentions) > 1 else mentions  # "Which …", "List …": a capital, not a name
     found: list[NamedValue] = []
     for mention in dict.fromkeys(mentions[:4]):
-        places: list[tuple[str, str, str]] = []
-        for t in tables:
-            for c in t.columns:
-                if not c.text or c.references:
-                    continue
-                listed = [v for v in (*c.values, *c.samples) if v.strip().lower() == mention.lower()]
-                if listed:
-                    places.append((t.name, c.name, listed[0]))
-                elif (t.rows or 0) <= NAMED_SCAN_ROWS and not c.values:
-                    sql = (f"SELECT DISTINCT {quote_name(c.name)} FROM {quote_name(t.name)} WHERE "
-                           f"LOWER(TRIM({quote_name(c.name)})) = LOWER({quote_literal(mention)}) LIMIT 2")
-                    try:
-                        rows = run_sql(database, sql, timeout_s=3.0, max_rows=2, max_bytes=10_000).rows
-                    except SqlError:
-                        continue
-                    places += [(t.name, c.name, str(r[0])) for r in rows[:1]]
+        places = _places(database, tables, mention)
+        words = mention.split()
+        if not places and len(words) == 2:
+            # a person's name kept in two columns of one table: each word where it is stored
+            first, last = _places(database, tables, words[0]), _places(database, tables, words[1])
+            both = [(a, b) for a in first for b in last if a[0] == b[0] and a[1] != b[1]]
+            if both:
+                found.append(NamedValue(mention, both[0], in_parts=True))
+                continue
         found.append(NamedValue(mention, tuple(places[:3])))
     if found:
         trace.emit("observation", text="\n".join(_named_line(n) for n in found), tool="resolve_names")
     return found
 
 
+def _as_named(mention: str, question: str) -> str:
+    """A mention as the data would store it: without a possessive ("Walter Young's" → "Walter Young") and with a
+    sign the word splitter left out ("AB" of "blood type AB-" → "AB-")."""
+    bare = re.sub(r"[’']s$", "", mention)
+    found = re.search(re.escape(bare) + r"([+-]+)(?![\w])", question)
+    return bare + found.group(1) if found else bare
+
+
+def _places(database: Database, tables: Sequence[TableProfile], text: str) -> list[tuple[str, str, str]]:
+    """The text columns of `tables` holding `text` (case and surrounding spaces aside): those whose listed values
+    include it, then the others searched (small tables only)."""
+    places: list[tuple[str, str, str]] = []
+    for t in tables:
+        for c in t.columns:
+            if not c.text or c.references:
+                continue
+            listed = [v for v in (*c.values, *c.samples) if v.strip().lower() == text.lower()]
+            if listed:
+                places.append((t.name, c.name, listed[0]))
+            elif not c.values:  # a column the profile did not list whole
+                places += [(p.table, p.column, p.stored)
+                           for p in stored_in(database, [TextColumn(t.name, c.name, t.rows or 0)], text)]
+    return places
+
+
 def _named_line(n: NamedValue) -> str:
+    if n.in_parts:
+        return (f'- "{n.mention}": stored in parts in {n.places[0][0]}: '
+                + " and ".join(f"{quote_literal(v)} in {t}.{c}" for t, c, v in n.places))
     if not n.places:
         return f'- "{n.mention}": no text column of these tables holds it'
     said = "; ".join(f"stored as {quote_literal(v)} in {t}.{c}"

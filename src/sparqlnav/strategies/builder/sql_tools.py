@@ -41,7 +41,9 @@ from sparqlnav.sql.draft import (
     quote_table,
 )
 from sparqlnav.sql.executor import Caps
+from sparqlnav.sql.introspect import quote_literal
 from sparqlnav.sql.run import run_traced
+from sparqlnav.sql.values import Place, TextColumn, stored_in
 from sparqlnav.tools.registry import Registry, tool
 from sparqlnav.tools.toolkit import Observation, Toolkit
 from sparqlnav.trace import Trace
@@ -62,6 +64,7 @@ class SqlEdit:
     answer: tuple[str, ...] = ()
     base_rows: int | None = None
     shared: tuple[int, int] | None = None  # a join that returned nothing: rows meeting a partner, as stored/trimmed
+    elsewhere: tuple[Place, ...] = ()  # a condition's text that matched nothing: other columns that hold it
 
 
 class SqlBuilder:
@@ -412,8 +415,23 @@ class SqlBuilder:
         compared = (left.column.shown if isinstance(left, DatePart) else left.shown, kind, op, value_kind)
         obs = self._apply(self.draft.with_condition(SqlCondition(left, op, right)), "condition")
         if isinstance(obs.value, SqlEdit):
-            return Observation(obs.text, SqlEdit(obs.value.run, obs.value.result, compared=compared), ok=obs.ok)
+            elsewhere: tuple[Place, ...] = ()
+            if obs.value.run.rows == 0 and op == "=" and isinstance(right, SqlValue) and not right.is_number:
+                elsewhere = self._stored_elsewhere(str(right.value), left)
+            note = "".join(f"\n{quote_literal(p.stored.strip())} is stored in {p.shown} (as {quote_literal(p.stored)}): "
+                           "is that the column the question means?" for p in elsewhere)
+            return Observation(obs.text + note, SqlEdit(obs.value.run, obs.value.result, compared=compared,
+                                                         elsewhere=elsewhere), ok=obs.ok)
         return obs
+
+    def _stored_elsewhere(self, text: str, compared: Selectable) -> tuple[Place, ...]:
+        """Other text columns of the database that hold `text` ("Young" a doctor's last name, not a patient's)."""
+        if not isinstance(compared, ColumnRef):
+            return ()
+        table = next((t.table for t in self.draft.tables if t.alias == compared.alias), compared.alias)
+        columns = [TextColumn(t.name, c.name, self.row_count(t.name)) for t in self.tables.values()
+                   for c in t.columns if c.kind in ("string", "untyped") and (t.name, c.name) != (table, compared.column)]
+        return tuple(stored_in(self.database, columns, text, limit=2))
 
     def _literal(self, value: Any, kind: str) -> SqlValue:
         """One value of a list: a number or a text, never a column."""

@@ -451,6 +451,7 @@ class _SqlRun(_Run):
             return
         view.run, view.base_rows, view.compared, view.answer = edit.run, edit.base_rows, edit.compared, edit.answer
         view.shared = edit.shared
+        view.elsewhere = tuple(p.shown for p in edit.elsewhere)
 
     def _query_now(self) -> dict[str, str | None]:
         return {"sql": self.sql_builder.draft.render() or None}
