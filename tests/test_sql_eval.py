@@ -359,3 +359,19 @@ def test_eval_auto_on_a_database_answers_in_sql_without_a_copy(scripted_llm: Scr
                                                       "q6": 1.0}
     assert json.loads(res.stdout)["lpq"] == pytest.approx(2.0)  # the SQL and the answer's words
     assert not (home / "stores").exists() or not any((home / "stores").iterdir())
+
+
+def test_a_yes_no_answered_with_its_figures_and_a_yes_column_scores_as_its_verdict() -> None:
+    """A yes/no in SQL carries its figures and the verdict in a column named `yes` (the SQL writer's rule); SQLite
+    gives the verdict as 0/1, not a boolean, so it scored "a table, the gold is a yes/no" (relay run, clinic)."""
+    gold = {"head": {}, "boolean": False}
+    integer = "http://www.w3.org/2001/XMLSchema#integer"
+    said = {"head": {"vars": ["matching", "yes"]}, "results": {"bindings": [
+        {"matching": {"type": "literal", "value": "0", "datatype": integer},
+         "yes": {"type": "literal", "value": "0", "datatype": integer}}]}}
+    assert execution_match(gold, said).correct
+    assert not execution_match({"head": {}, "boolean": True}, said).correct
+    other = {"head": {"vars": ["matching", "total"]}, "results": {"bindings": [
+        {"matching": {"type": "literal", "value": "0", "datatype": integer},
+         "total": {"type": "literal", "value": "0", "datatype": integer}}]}}
+    assert execution_match(gold, other).reason == "a table, the gold is a yes/no"  # no verdict column: no verdict

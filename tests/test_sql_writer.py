@@ -84,6 +84,9 @@ def test_ask_on_a_database_answers_in_sql_with_no_store(scripted_llm: ScriptedLL
     assert '"departments" (3 rows; key id)' in prompt and "dept_id INTEGER → departments.id" in prompt
     assert "values 'Research', 'Sales', 'Production'" in prompt or "'Research'" in prompt
     assert "SQLite" in prompt
+    # relay players selected ids and filter columns beside the answer, which execution accuracy counts as wrong
+    assert "Select exactly what the question asks for, one column per thing asked, and nothing else" in prompt
+    assert "the verdict in a column named `yes`" in prompt
 
 
 def test_an_sql_error_comes_back_once_for_a_fix(scripted_llm: ScriptedLLM, company: Path, tmp_path: Path) -> None:

@@ -391,6 +391,9 @@ def verdict_of(gold: Results, predicted: Results | None) -> Results | None:
         return predicted
     rows = bindings(predicted)
     verdicts = [t for t in rows[0].values() if t.get("datatype") == _BOOLEAN] if len(rows) == 1 else []
+    if not verdicts and len(rows) == 1:
+        # SQL has no boolean type in SQLite: the verdict column is named `yes` and holds 0/1 (`COUNT(*) > 0 AS yes`)
+        verdicts = [t for name, t in rows[0].items() if name.lower() == "yes"]
     if len(verdicts) != 1 or verdicts[0].get("value") not in ("true", "false", "1", "0"):
         return predicted
     return {"head": {}, "boolean": verdicts[0]["value"] in ("true", "1")}
