@@ -140,9 +140,9 @@ def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     """A table for people: compact IRIs with labels."""
     labels = shown_labels(table, graph.names, head=len(table), tail=0)
     rt = Table(show_lines=False)
-    for v in table.vars:
-        rt.add_column("?" + v, overflow="fold")
-    for row in table.display_rows(graph.prefixes, labels):
+    for v in table.vars:  # SQL's columns are columns, not variables: no `?`
+        rt.add_column(("?" if table.language == "SPARQL" else "") + v, overflow="fold")
+    for row in table.display_rows(graph.prefixes, labels, for_people=True):
         rt.add_row(*(cell(value) for value in row))
     return rt
 
