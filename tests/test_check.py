@@ -611,7 +611,7 @@ def test_cli_validate(tmp_path: Path) -> None:
     assert syntax.returncode == 1
     assert (
         syntax.stdout.strip()
-        == "error [syntax] line 1: expected '}' or a graph pattern, found the end of the query"
+        == "error [syntax] line 1, column 26: expected '}' or a graph pattern, found the end of the query"
     )
 
 

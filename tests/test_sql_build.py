@@ -487,7 +487,7 @@ def test_cli_ask_shows_the_sql(scripted_llm: ScriptedLLM, tmp_path: Path) -> Non
     assert "SQL" in shown.stdout and 'JOIN "departments" ON "employees"."dept_id"' in shown.stdout
     assert 'sql ok 1 (' in shown.stderr and 'ms): SELECT COUNT(*) FROM "departments"' in shown.stderr  # the steps
     assert 'sql ok 5 (' in shown.stderr and 'ms): SELECT * FROM "employees"' in shown.stderr
-    assert "build · answered · 7 SQL queries · 7 LLM calls" in shown.stderr
+    assert "build · answered · 7 SQL queries · answer from SQL query #7 · 7 LLM calls" in shown.stderr
     assert "Ada Lovelace and Alan Turing work in Research." in shown.stdout
     scripted_llm.script(RESEARCH_SCRIPT)
     out = run_cli("ask", RESEARCH, "--kg", f"sqlite://{db}", "--strategy", "build", "-o", "target=sql", "--json",

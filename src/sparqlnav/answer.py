@@ -43,6 +43,12 @@ class Answer:
         return "SQL" if self.sql is not None else "SPARQL"
 
     @property
+    def text_beside_query(self) -> str:
+        """The words for a face that shows the final query beside them (the web UI, `ask -v`): without the query
+        the text may repeat for faces that show only words (`extra["text_beside_query"]`, else the text)."""
+        return str(self.extra.get("text_beside_query") or self.text)
+
+    @property
     def llm_failures(self) -> list[str]:
         """What the LLM failed to do while the run went on without it, in words: an answer check not made (the
         stage's own bar decided), one line each; a run the LLM's failure ended is an error and says so itself."""

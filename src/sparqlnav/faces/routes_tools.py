@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, create_model
 from sparqlnav.faces.service import Service, display, json_response
 from sparqlnav.graph.endpoint import Outcome, QueryResult
 from sparqlnav.sparql.prefixes import declare_prefixes
-from sparqlnav.sparql.syntax import syntax_problem
+from sparqlnav.sparql.syntax import typed_syntax_problem
 from sparqlnav.tools.lookup import EntityPage, LookupFailed, SearchResult, resolve_or_search
 from sparqlnav.tools.registry import Tool
 from sparqlnav.tools.toolkit import Toolkit
@@ -106,7 +106,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
 
         def run() -> Response:
             graph = pool.get(kg_name)
-            added = declare_prefixes(text, graph.prefixes.mapping).added  # execute_sparql declares them alike
+            repair = declare_prefixes(text, graph.prefixes.mapping)  # execute_sparql declares them alike
             observed = tools.call("execute_sparql", Toolkit(graph, Trace(), timeout_s=limit), {"query": text})
             result = observed.value
             assert isinstance(result, QueryResult)  # what execute_sparql observes, failed or not
@@ -114,8 +114,9 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
                 status = _STATUS.get(result.outcome, 422)
                 failed: dict[str, Any] = {"detail": result.describe(), "outcome": result.outcome.value}
                 if result.outcome is Outcome.SYNTAX_ERROR:
-                    # Where to mark it in an editor, read by our parser: the engine's own message lists ranges.
-                    problem = syntax_problem(text, result.message)
+                    # Where to mark it in the text as typed, read by our parser: the engine's own message lists
+                    # ranges (and execute_sparql has placed it in the text as typed too).
+                    problem = typed_syntax_problem(repair, result.message)
                     if problem is not None:  # none found (a lone surrogate is the engine's alone): the detail says it
                         failed["syntax"] = problem.to_dict()
                 return json_response(failed, status)
@@ -127,7 +128,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
                     "truncated": result.table.truncated,
                     "results": result.table.to_sparql_json(),
                     "display": display(graph, result.table),
-                    "added": [f"PREFIX {p}: <{graph.prefixes.mapping[p]}>" for p in added],
+                    "added": [f"PREFIX {p}: <{graph.prefixes.mapping[p]}>" for p in repair.added],
                 }
             )
 
@@ -143,7 +144,7 @@ def _add_structured_routes(router: APIRouter, service: Service) -> None:
         def run() -> dict[str, Any]:
             graph = pool.get(kg_name)
             repaired = declare_prefixes(body.query, graph.prefixes.mapping)
-            problem = syntax_problem(repaired.query)
+            problem = typed_syntax_problem(repaired)  # placed in the text the editor holds
             return {
                 "kg": kg_name,
                 "ok": problem is None,

@@ -210,13 +210,14 @@ class ResultTable:
 
     # -- people and LLMs ------------------------------------------------------------------
     def display_rows(
-        self, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None
+        self, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None, *, for_people: bool = False
     ) -> list[list[str]]:
-        """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious."""
+        """Rows as display strings: compact IRIs with labels, literals with their datatype when not obvious
+        (`for_people`: see `show_term`)."""
         # An unbound SPARQL variable is nothing; a SQL NULL is a value a reader must see as such.
         null = "NULL" if self.language == "SQL" else ""
-        return [[show_term(row.get(v), prefixes, labels) if v in row else null for v in self.vars]
-                for row in self.rows]
+        return [[show_term(row.get(v), prefixes, labels, for_people=for_people) if v in row else null
+                 for v in self.vars] for row in self.rows]
 
     def shown_rows(self, head: int = SHOWN_HEAD, tail: int = SHOWN_TAIL, whole: int = SHOWN_WHOLE) -> list[Row]:
         """The rows a rendering shows: all of them up to `whole` (or `head + tail`) rows, else the first `head`
@@ -285,14 +286,22 @@ def clip(text: str, limit: int) -> str:
 
 
 def show_term(
-    term: Term | None, prefixes: PrefixMap | None = None, labels: Mapping[str, str] | None = None
+    term: Term | None,
+    prefixes: PrefixMap | None = None,
+    labels: Mapping[str, str] | None = None,
+    *,
+    for_people: bool = False,
 ) -> str:
-    """How a person should see one term: `wd:Q42 (Douglas Adams)`, `"12"^^xsd:integer` shown as `12`."""
+    """How a person should see one term: `wd:Q42 (Douglas Adams)`, `"12"^^xsd:integer` shown as `12`. `for_people`
+    (a table nobody copies names from): an IRI no prefix shortens shows its name alone, as a database's row
+    (`<http://sparqlnav.local/db/library/authors/id=2>`) is read as "Jorge Luis Borges"."""
     if term is None:
         return ""
     if term.kind == "uri":
         short = prefixes.compact(term.value) if prefixes else f"<{term.value}>"
         label = labels.get(term.value) if labels else None
+        if label and for_people and short.startswith("<"):
+            return label
         return f"{short} ({label})" if label else short
     if term.kind == "literal":
         # A value with outer spaces ("Lyon ") is quoted so they show: unquoted, a model copied "Lyon" and matched

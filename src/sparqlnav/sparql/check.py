@@ -139,10 +139,7 @@ class CheckReport:
         """The issues as lines a person or an LLM can act on."""
         if not self.issues:
             return "no issues"
-        return "\n".join(
-            f"{i.severity} [{i.kind}]" + (f" line {i.line}" if i.line else "") + f": {i.message}"
-            for i in self.issues
-        )
+        return "\n".join(f"{i.severity} [{i.kind}]{_place(i)}: {i.message}" for i in self.issues)
 
     def to_dict(self, compact: Callable[[str], str] | None = None) -> dict[str, Any]:
         """A JSON-ready dict; IRIs in triple patterns are compacted with `compact` when given."""
@@ -261,6 +258,13 @@ def validate(
         )
     ok = not any(i.severity == "error" for i in issues)
     return CheckReport(ok, issues, text, parsed.patterns, services)
+
+
+def _place(issue: Issue) -> str:
+    """` line L, column C` as every face writes a place (` line L` without a column; nothing without a line)."""
+    if not issue.line:
+        return ""
+    return f" line {issue.line}" + (f", column {issue.column}" if issue.column else "")
 
 
 def _service_list(services: Iterable[Any]) -> list[str]:

@@ -134,11 +134,36 @@ class PrefixRepair:
     query: str
     added: tuple[str, ...] = ()  # prefixes given a PREFIX line, sorted
     written_out: tuple[str, ...] = ()  # %-escaped prefixed names written as <IRI>s, in order
+    # What changed, so a place in `query` can be found in the text as typed: the characters of the PREFIX lines
+    # put on top, and each name written out as (its start and end in the typed text, the length written instead).
+    header_chars: int = 0
+    edits: tuple[tuple[int, int, int], ...] = ()
+    typed: str | None = None  # the text given, when it differs from `query`
 
     @property
     def changed(self) -> bool:
         """Whether the query differs from the one given."""
         return bool(self.added or self.written_out)
+
+    def typed_place(self, line: int, column: int) -> tuple[int, int]:
+        """A 1-based line and column of `query` as the line and column of the same spot in the text as typed."""
+        if self.typed is None:
+            return line, column
+        lines = self.query.split("\n")
+        offset = sum(len(t) + 1 for t in lines[: max(0, line - 1)]) + max(0, column - 1) - self.header_chars
+        if offset < 0:
+            return 1, 1  # inside an added PREFIX line: the spot nearest to it that the user typed
+        shift = 0
+        for start, end, written in self.edits:
+            if offset < start + shift:
+                break
+            if offset < start + shift + written:
+                offset, shift = start, 0  # inside a written-out name: its start as typed
+                break
+            shift += written - (end - start)
+        offset = min(offset - shift, len(self.typed))
+        before = self.typed[:offset]
+        return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def declare_prefixes(query: str, known: Mapping[str, str]) -> PrefixRepair:
@@ -149,6 +174,7 @@ def declare_prefixes(query: str, known: Mapping[str, str]) -> PrefixRepair:
     namespaces = {**known, **declared}
     used: set[str] = set()
     written: list[str] = []
+    edits: list[tuple[int, int, int]] = []
     out, last = [], 0
     for t in toks:
         if t.kind != "pname":
@@ -157,11 +183,15 @@ def declare_prefixes(query: str, known: Mapping[str, str]) -> PrefixRepair:
         prefix, _, local = name.partition(":")
         if "%" in local and prefix in namespaces:
             # Oxigraph rejects some valid escaped names (a dot before and after %40): use the IRI.
-            out += [query[last : t.pos], f"<{namespaces[prefix]}{local}>"]
+            iri = f"<{namespaces[prefix]}{local}>"
+            out += [query[last : t.pos], iri]
             last = t.pos + len(name)
             written.append(name)
+            edits.append((t.pos, last, len(iri)))
         elif prefix not in declared:
             used.add(prefix)
     added = tuple(p for p in sorted(used) if p in known)
     header = "".join(f"PREFIX {p}: <{known[p]}>\n" for p in added)
-    return PrefixRepair(header + "".join(out) + query[last:], added, tuple(written))
+    repaired = header + "".join(out) + query[last:]
+    typed = query if repaired != query else None
+    return PrefixRepair(repaired, added, tuple(written), len(header), tuple(edits), typed)

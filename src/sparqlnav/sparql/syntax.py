@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
+from sparqlnav.sparql.prefixes import PrefixRepair
 
 # Oxigraph: "error at 3:17: expected one of …"; line and column are 1-based.
 _ENGINE_POSITION = re.compile(r"error at (\d+):(\d+)")
@@ -44,6 +45,31 @@ def syntax_problem(query: str, engine_message: str | None = None) -> SyntaxProbl
     return engine_problem(query, engine_message) if engine_message else None
 
 
+def typed_syntax_problem(repair: PrefixRepair, engine_message: str | None = None) -> SyntaxProblem | None:
+    """The first syntax problem of a query a face repaired, at its place in the text as typed, or the engine's
+    `engine_message` (its places already as typed, see `placed_as_typed`) read there; None when neither finds one.
+    The repaired text is the one read, so a prefix the face declared is not reported as undeclared."""
+    found = syntax_problem(repair.query)
+    if found is not None:
+        line, column = repair.typed_place(found.line, found.column)
+        return SyntaxProblem(line, column, found.message)
+    typed = repair.typed if repair.typed is not None else repair.query
+    return engine_problem(typed, engine_message) if engine_message else None
+
+
+def placed_as_typed(message: str, repair: PrefixRepair) -> str:
+    """`message` about the repaired query with each "error at L:C" moved to the same spot of the text as typed: the
+    PREFIX lines a face added are not the user's, so their lines are not counted (every face reports one place)."""
+    if repair.typed is None:
+        return message
+
+    def moved(found: re.Match[str]) -> str:
+        line, column = repair.typed_place(int(found.group(1)), int(found.group(2)))
+        return f"error at {line}:{column}"
+
+    return _ENGINE_POSITION.sub(moved, message)
+
+
 def engine_problem(query: str, engine_message: str) -> SyntaxProblem | None:
     """The engine's "error at L:C: expected one of …" as "unexpected 'x'" at that place (None without a position)."""
     found = _ENGINE_POSITION.search(engine_message)
@@ -60,4 +86,4 @@ def engine_problem(query: str, engine_message: str) -> SyntaxProblem | None:
     return SyntaxProblem(line, column, f"unexpected {what}")
 
 
-__all__ = ["SyntaxProblem", "engine_problem", "syntax_problem"]
+__all__ = ["SyntaxProblem", "engine_problem", "placed_as_typed", "syntax_problem", "typed_syntax_problem"]

@@ -171,7 +171,8 @@ class Auto:
             sure = answer.extra.get("sentence")
             if confirmed and isinstance(sure, str) and sure:
                 # A model read it: the hedge lexical puts on an answer no model read is no longer needed.
-                answer = dataclasses.replace(answer, text=sure)
+                extra = {k: v for k, v in answer.extra.items() if k != "text_beside_query"}  # the hedge, too
+                answer = dataclasses.replace(answer, text=sure, extra=extra)
             stages.append(Stage("lexical", answer, doubt))
             if stages[-1].distrust is None:
                 return self._final(stages)

@@ -15,6 +15,7 @@ from sparqlnav.graph.endpoint import Endpoint, EndpointWrapper, QueryResult
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import shown_labels
 from sparqlnav.sparql.prefixes import declare_prefixes
+from sparqlnav.sparql.syntax import placed_as_typed
 from sparqlnav.tools.lookup import (
     DEFAULT_ENTITIES,
     DEFAULT_PROPERTIES,
@@ -159,6 +160,7 @@ class Toolkit:
         repaired = declare_prefixes(query, self.kg.prefixes.mapping)
         result = self.kg.endpoint.query(repaired.query, timeout_s=self.timeout_s)
         if not result.ok or result.table is None:
+            result = dataclasses.replace(result, message=placed_as_typed(result.message, repaired))
             return Observation(f"The query failed — {result.describe()}", result, ok=False)
         try:
             labels = shown_labels(result.table, self.kg.names)

@@ -40,6 +40,7 @@ from sparqlnav.faces.output import (
     write_json,
     write_result,
 )
+from sparqlnav.faces.steps import steps_summary
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.trace import Event
 
@@ -192,7 +193,9 @@ def _show_answer(
         if result.results is not None and not result.results.is_boolean and result.results.rows:
             screen.print(rich_table(result.results, graph))
         screen.rule("Answer", style="dim")
-    screen.print(result.text, markup=False, highlight=False)
+    # With the query shown above, the words need not repeat it.
+    words = result.text_beside_query if verbose and result.query else result.text
+    screen.print(words, markup=False, highlight=False)
     for item in result.extra.get("evidence", []):
         mark = "cited" if item["used"] else "not cited"
         screen.print(f"[{item['id']}] {item['kind']} {item['ref']} ({mark}): {item['text'][:200]}",
@@ -203,7 +206,7 @@ def _show_answer(
     if not summary:
         return
     u = result.trace.usage
-    queries = f"{u.sql_queries} SQL queries" if u.sql_queries and not u.sparql_queries else f"{u.sparql_queries} queries"
+    queries = steps_summary(result).text()  # SQL queries counted too, and the one that gave the answer named
     failed = " · the LLM failed: decided without it" if result.llm_failures else ""
     console.print(
         f"{result.strategy} · {result.status} · {queries} · {u.llm_calls} LLM calls "

@@ -17,11 +17,11 @@ from rich.table import Table
 from sparqlnav.errors import SparqlnavError
 from sparqlnav.faces.output import DataConsole, cell
 from sparqlnav.faces.progress import reporting
-from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.opening import near_name, open_kg
 from sparqlnav.graph.results import ResultTable, shown_labels
 from sparqlnav.settings import Settings
+from sparqlnav.sparql.prefixes import PrefixRepair
 
 KgOpt = Annotated[
     str,
@@ -109,19 +109,7 @@ def read_query(query: str) -> str:
     return query
 
 
-def syntax_error_as_typed(text: str) -> str | None:
-    """The query's syntax error, placed in the text as typed (not counting PREFIX lines added above it), or None."""
-    from sparqlnav.sparql.guard import Unreadable
-    from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
-
-    try:
-        parse_query(text, collect_undefined_prefixes=True)
-    except SparqlSyntaxError as e:
-        return f"{Outcome.SYNTAX_ERROR.value}: {Unreadable(e).syntax_message()}"
-    return None
-
-
-def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
+def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> PrefixRepair:
     """The query with PREFIX lines added for undeclared prefixes the graph knows (said on stderr); an
     undeclared prefix the graph does not know is an error naming it."""
     from sparqlnav.sparql.parser import SparqlSyntaxError, parse_query
@@ -130,9 +118,8 @@ def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
     try:
         undefined = parse_query(text, collect_undefined_prefixes=True).undefined_prefixes
     except SparqlSyntaxError:
-        # Declared all the same, so the error reported (see `syntax_error_as_typed`) is the query's real one, not
-        # the prefix left undeclared.
-        return declare_prefixes(text, graph.prefixes.mapping).query
+        # Declared all the same, so the error reported is the query's real one, not the prefix left undeclared.
+        return declare_prefixes(text, graph.prefixes.mapping)
     unknown = [p for p in undefined if p not in graph.prefixes]
     if unknown:
         raise CliError(
@@ -140,22 +127,22 @@ def declare_known_prefixes(text: str, graph: KnowledgeGraph) -> str:
             f"add PREFIX {unknown[0]}: <namespace IRI>"
         )
     if not undefined:
-        return text
+        return PrefixRepair(text)
     known = {p: ns for p, ns in graph.prefixes.items() if p in undefined}
     err().print(
         "added missing " + ", ".join(f"PREFIX {p}: <{ns}>" for p, ns in known.items()) + f" (from {graph.name})",
         style="dim", markup=False, highlight=False,
     )  # fmt: skip
-    return declare_prefixes(text, known).query
+    return declare_prefixes(text, known)
 
 
 def rich_table(table: ResultTable, graph: KnowledgeGraph) -> Table:
     """A table for people: compact IRIs with labels."""
     labels = shown_labels(table, graph.names, head=len(table), tail=0)
     rt = Table(show_lines=False)
-    for v in table.vars:
-        rt.add_column("?" + v, overflow="fold")
-    for row in table.display_rows(graph.prefixes, labels):
+    for v in table.vars:  # SQL's columns are columns, not variables: no `?`
+        rt.add_column(("?" if table.language == "SPARQL" else "") + v, overflow="fold")
+    for row in table.display_rows(graph.prefixes, labels, for_people=True):
         rt.add_row(*(cell(value) for value in row))
     return rt
 

@@ -19,7 +19,6 @@ from sparqlnav.faces.cli.common import (
     read_query,
     rich_table,
     settings_for,
-    syntax_error_as_typed,
 )
 from sparqlnav.faces.output import (
     TABLE_JSON,
@@ -50,16 +49,18 @@ def sparql(
 ) -> None:
     """Run a read-only SPARQL query."""
     from sparqlnav.sparql.guard import query_form
+    from sparqlnav.sparql.syntax import placed_as_typed
 
     fmt = chosen_format(format, json_output, verb="sparql")
     text = read_query(query)
     check_form(fmt, query_form(text))  # before the graph opens: a wrong format costs no load
     with opened(kg, settings_for(timeout)) as graph:
-        typed, text = text, declare_known_prefixes(text, graph)
+        repair = declare_known_prefixes(text, graph)
+        text = repair.query
         result = graph.endpoint.query(text)
         if not result.ok:
-            said = syntax_error_as_typed(typed) if result.outcome == "syntax_error" and text != typed else None
-            raise CliError(said or result.describe())
+            # Placed in the text as typed, as every face places it: the PREFIX lines added are not the user's.
+            raise CliError(f"{result.outcome.value}: {placed_as_typed(result.message, repair)}")
         assert result.table is not None
         table = result.table
         if fmt is not OutputFormat.table:

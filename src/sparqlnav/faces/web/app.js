@@ -153,9 +153,13 @@
       a.dataset.iri = term.value;
       a.title = term.value;
       const label = labels[term.value];
-      if (label) {
+      const short = compactOf(term.value, compact);
+      if (label && short.startsWith("<")) {
+        // No prefix shortens it (a database's row, <…/authors/id=2>): its name is what a person reads.
         a.appendChild(el("span", "label", label));
-        a.appendChild(el("span", "qname", compactOf(term.value, compact)));
+      } else if (label) {
+        a.appendChild(el("span", "label", label));
+        a.appendChild(el("span", "qname", short));
       } else {
         a.appendChild(el("span", "qname only", compactOf(term.value, compact)));
       }
@@ -224,7 +228,8 @@
   }
 
   /** Render SPARQL JSON results (with display labels) into `target`. */
-  function renderResults(target, results, display, note) {
+  function renderResults(target, results, display, note, language) {
+    const sql = language === "SQL";  // SQL's columns are columns, not variables: no '?'; a NULL is shown as such
     target.textContent = "";
     if (!results) return;
     if ("boolean" in results) {
@@ -247,7 +252,7 @@
     const table = el("table", "results-table");
     const thead = el("thead");
     const hr = el("tr");
-    for (const v of vars) hr.appendChild(el("th", null, "?" + v));
+    for (const v of vars) hr.appendChild(el("th", null, (sql ? "" : "?") + v));
     thead.appendChild(hr);
     table.appendChild(thead);
     const tbody = el("tbody");
@@ -257,7 +262,7 @@
       for (const v of vars) {
         const td = el("td");
         td.dataset.value = row[v] ? row[v].value : "";
-        td.appendChild(termNode(row[v], display));
+        td.appendChild(sql && !row[v] ? el("span", "null", "NULL") : termNode(row[v], display));
         tr.appendChild(td);
       }
       tbody.appendChild(tr);
@@ -437,6 +442,7 @@
   function stepsSummary(events, answer) {
     const linked = [];
     const queries = events.filter((e) => e.kind === "sparql");
+    const statements = events.filter((e) => e.kind === "sql");  // a database answered in SQL runs no SPARQL
     // With an answering query, a linked entity is named only when that query uses it ("Who discovered oxygen?"
     // linked group 16 too, a candidate no answer used).
     const used = answer && answer.sparql ? squash(answer.sparql) : "";
@@ -457,22 +463,31 @@
     const parts = [];
     const names = Array.from(new Set(linked));
     if (names.length) parts.push("linked " + names.slice(0, 4).join(", ") + (names.length > 4 ? " …" : ""));
-    parts.push(queries.length + (queries.length === 1 ? " query" : " queries"));
+    if (queries.length || !statements.length) parts.push(queries.length + (queries.length === 1 ? " query" : " queries"));
+    if (statements.length) parts.push(statements.length + (statements.length === 1 ? " SQL query" : " SQL queries"));
     let from = 0;
-    if (answer && answer.sparql) {
+    let fromSql = 0;
+    if (answer && answer.sql) {
+      // The last run of the answer's statement gave it (the SQL builder runs its draft again on `execute`).
+      const target = String(answer.sql).replace(/\s+/g, " ").trim();
+      statements.forEach((e, i) => {
+        if (String((e.data && e.data.query) || "").replace(/\s+/g, " ").trim() === target) fromSql = i + 1;
+      });
+    } else if (answer && answer.sparql) {
       const target = squash(answer.sparql);
       queries.forEach((e, i) => { if (squash(e.data && e.data.query) === target) from = i + 1; });
     }
-    if (from) parts.push("answer from query #" + from);
-    else if (answer && answer.sparql) parts.push("answer from a query not run in these steps");
+    if (fromSql) parts.push("answer from SQL query #" + fromSql);
+    else if (from) parts.push("answer from query #" + from);
+    else if (answer && (answer.sparql || answer.sql)) parts.push("answer from a query not run in these steps");
     else parts.push("no query gave the answer");
-    return { text: parts.join(" · "), from: from };
+    return { text: parts.join(" · "), from: from, fromSql: fromSql };
   }
 
   /** Fold the finished run's steps into their summary line; they open again on a click. */
   function collapseSteps(turn, events, answer) {
     const steps = turn.querySelector(".steps");
-    const { text, from } = stepsSummary(events, answer);
+    const { text, from, fromSql } = stepsSummary(events, answer);
     const line = steps.querySelector(".steps-summary");
     line.textContent = text;
     line.hidden = false;
@@ -483,6 +498,11 @@
       li.querySelector(".ev-kind").textContent = "query #" + (i + 1);
       if (i + 1 === from) li.classList.add("gave-answer");
     });
+    steps.querySelectorAll(".event[data-kind=sql]").forEach((li, i) => {
+      li.dataset.sql = String(i + 1);
+      li.querySelector(".ev-kind").textContent = "SQL #" + (i + 1);
+      if (i + 1 === fromSql) li.classList.add("gave-answer");
+    });
     steps.open = false;
   }
 
@@ -490,7 +510,9 @@
     const box = turn.querySelector(".answer");
     box.textContent = "";
     const status = answer.status || "answered";
-    box.appendChild(el("div", "answer-text status-" + status, answer.answer || "(no answer)"));
+    // With the query shown below, the words need not repeat it ("Probably: …" without the query's text).
+    const words = (answer.sparql || answer.sql) && answer.extra && answer.extra.text_beside_query;
+    box.appendChild(el("div", "answer-text status-" + status, words || answer.answer || "(no answer)"));
     if (answer.error) box.appendChild(el("div", "error-text", answer.error));
 
     const display = (answer.extra && answer.extra.display) || {};
@@ -542,12 +564,13 @@
       box.appendChild(block);
     }
     box.appendChild(resultsBox);
-    renderResults(resultsBox, answer.results, display);
+    renderResults(resultsBox, answer.results, display, undefined, answer.sql ? "SQL" : "SPARQL");
     renderEvidence(box, answer.extra || {});
 
     const u = answer.usage || {};
-    const bits = [answer.strategy, status,
-      u.sql_queries && !u.sparql_queries ? u.sql_queries + " SQL queries" : (u.sparql_queries || 0) + " queries"];
+    const bits = [answer.strategy, status];
+    if (u.sparql_queries || !u.sql_queries) bits.push((u.sparql_queries || 0) + " queries");
+    if (u.sql_queries) bits.push(u.sql_queries + " SQL queries");  // both, when a cascade ran both
     if (u.llm_calls) bits.push(u.llm_calls + " LLM calls (" + (u.input_tokens || 0) + "+" + (u.output_tokens || 0) + " tokens)");
     if (u.cost_usd) bits.push("$" + u.cost_usd.toFixed(4));
     bits.push((u.seconds || 0).toFixed(2) + " s");

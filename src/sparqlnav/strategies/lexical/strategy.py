@@ -271,11 +271,15 @@ class _Run:
         self.trace.emit("thought", text=f"Best query ({best.describe()}), score {best.score:.2f}.")
         sentence = self.sentence(best)
         text = sentence
+        beside: dict[str, str] = {}
         if confidence < PROBABLE_BELOW:
             # No model read this answer: say how sure it is, and show the query (labels beside its identifiers) in
             # the words themselves, since a face may show only the words (`ask` without -v).
-            text = (f"Probably: {sentence}\nFound by matching the question's words to the graph's names, with no "
-                    f"model. The query, to check how the question was read:\n{readable_query(self.display(best), self.ctx.kg)}")
+            hedge = f"Probably: {sentence}\nFound by matching the question's words to the graph's names, with no model."
+            text = (f"{hedge} The query, to check how the question was read:\n"
+                    f"{readable_query(self.display(best), self.ctx.kg)}")
+            # A face that shows the query beside the words (the web UI, `ask -v`) shows the hedge alone.
+            beside = {"text_beside_query": hedge}
         self.trace.emit("answer", text=text, status="answered", confidence=confidence)
         return Answer(
             self.question,
@@ -295,6 +299,7 @@ class _Run:
                 "linking_seconds": round(self.ctx.linking.seconds, 4),
                 "explained": evidence,
                 "sentence": sentence,  # the answer without the hedge, for a caller that confirmed it (auto)
+                **beside,
             },
         )
 
