@@ -14,6 +14,7 @@ from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.settings import Settings
 from test_cli import run
+from test_newcomer2 import zoo
 
 # Neon and argon have two discoverers each (as in the demo graph), polonium one; boron is there to be misread.
 CHEMISTRY = """\
@@ -96,3 +97,25 @@ def test_she_after_a_laureates_prize_is_the_laureate_not_the_prize(tmp_path: Pat
     follow = [e["data"]["text"] for e in second["trace"] if e["kind"] == "info" and "follow-up" in e["data"]["text"]]
     assert follow == ["a follow-up: 'she' read as Marie Curie (named in the last question): Where was Marie Curie "
                       "born?"]
+
+
+def test_validate_counts_the_files_namespace_as_used_and_names_the_closest_namespace(tmp_path: Path) -> None:
+    """Item 7: `validate` warned that the file's own namespace was one "zoo.ttl does not use"; a typo in a prefix's
+    IRI (`zoo/` for `zoo#`) was a warning with exit 0 and no suggestion, where a typo in a local name is an error
+    with "closest: ex:weightKg"."""
+    home, kg = tmp_path / "home", str(zoo(tmp_path))
+    res = run("validate", "SELECT ?a WHERE { ?a ex:weightKG ?w }", "--kg", kg, home=home)
+    assert res.returncode == 1
+    assert "unknown_prefix" not in res.stdout and "does not use" not in res.stdout, res.stdout
+    assert "error [unknown_predicate] line 2: ex:weightKG is not a predicate of this endpoint (closest: ex:weightKg)" \
+        in res.stdout
+    res = run("validate", "PREFIX ex: <http://example.org/zoo/> SELECT ?a WHERE { ?a ex:weightKg ?w }", "--kg", kg,
+              home=home)
+    assert res.returncode == 1, res.stdout
+    assert res.stdout.splitlines()[0] == (
+        "error [unknown_predicate] line 1: <http://example.org/zoo/weightKg> is not a predicate of this endpoint, in "
+        "the namespace <http://example.org/zoo/>, which it does not use (closest namespace: "
+        "<http://example.org/zoo#>) (closest: ex:weightKg)")
+    res = run("validate", "PREFIX ex: <http://example.org/zoo/> SELECT ?a WHERE { ?a a ex:Animal }", "--kg", kg,
+              home=home)
+    assert res.returncode == 1 and "(closest: ex:Animal (animal))" in res.stdout, res.stdout

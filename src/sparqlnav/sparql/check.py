@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rapidfuzz import fuzz, process
+from rapidfuzz.distance import Levenshtein
 
 from sparqlnav.graph.schema import Schema, namespace_of
 from sparqlnav.sparql.guard import normalise_endpoint
@@ -94,6 +95,7 @@ REPAIR_PREFIXES: dict[str, str] = {
 }
 
 _LIST_LIMIT = 12
+_NAMESPACE_TYPO = 2  # edits between a namespace and the schema's for it to read as a typo of it (`zoo/` for `zoo#`: 1)
 
 
 @dataclass(frozen=True)
@@ -461,7 +463,30 @@ class _SchemaCheck:
 
     # -- helpers
     def owned(self, iri: str) -> bool:
-        return namespace_of(iri) in self.schema.namespaces
+        # A namespace one typo away from the schema's is the schema's, misspelt: its names are checked (and found
+        # missing) like a misspelt local name, not passed as another vocabulary's.
+        return namespace_of(iri) in self.schema.namespaces or self.near_namespace(iri) is not None
+
+    def near_namespace(self, iri: str) -> str | None:
+        """The schema's namespace that the IRI's (not the schema's) is a typo of (`zoo/` for `zoo#`), if any."""
+        ns = namespace_of(iri)
+        if ns in self.schema.namespaces:
+            return None
+        close = sorted((Levenshtein.distance(ns, x), x) for x in self.schema.namespaces)
+        return close[0][1] if close and close[0][0] <= _NAMESPACE_TYPO else None
+
+    def moved(self, iri: str) -> str:
+        """The IRI with a misspelt namespace replaced by the schema's it is a typo of (else as it is)."""
+        near = self.near_namespace(iri)
+        return near + iri[len(namespace_of(iri)):] if near is not None else iri
+
+    def namespace_note(self, iri: str) -> str:
+        """", in the namespace <…>, which this endpoint does not use (closest namespace: <…>)" for a misspelt
+        namespace, else ''."""
+        near = self.near_namespace(iri)
+        if near is None:
+            return ""
+        return f", in the namespace <{namespace_of(iri)}>, which it does not use (closest namespace: <{near}>)"
 
     def c(self, iri: str) -> str:
         return self.schema.compact(iri)
@@ -477,7 +502,7 @@ class _SchemaCheck:
 
     def same_namespace(self, iri: str) -> list[str]:
         """Predicates in the namespace of `iri` (all predicates when there are none)."""
-        ns = namespace_of(iri)
+        ns = namespace_of(self.moved(iri))
         return [
             x for x in self.schema.predicate_names if namespace_of(x) == ns
         ] or self.schema.predicate_names
@@ -490,7 +515,7 @@ class _SchemaCheck:
 
     def closest(self, iri: str, choices: Iterable[str], limit: int = 3) -> list[str]:
         names = {self.c(x): x for x in choices}
-        want = self.c(iri)
+        want = self.c(self.moved(iri))
         found = process.extract(want, list(names), scorer=fuzz.ratio, limit=limit, score_cutoff=60)
         return [name for name, _score, _i in found]
 
@@ -548,7 +573,8 @@ class _SchemaCheck:
                     issues.append(
                         Issue(
                             "unknown_class",
-                            f"{self.c(cls)} is not a class of this endpoint{self.where}{hint}",
+                            f"{self.c(cls)} is not a class of this endpoint{self.where}{self.namespace_note(cls)}"
+                            f"{hint}",
                             "error",
                             edge.pattern.line,
                             edge.pattern.column,
@@ -678,7 +704,7 @@ class _SchemaCheck:
             hint = f" (closest: {', '.join(near)})" if near else ""
             if not known_anywhere and self.owned(p):
                 kind: IssueKind = "unknown_predicate"
-                what = f"{self.c(p)} is not a predicate of this endpoint{self.where}, and "
+                what = f"{self.c(p)} is not a predicate of this endpoint{self.where}{self.namespace_note(p)}, and "
                 what += f"{self.show(edge.subject)} of type {type_names}{via} cannot have it"
                 elsewhere = [x for x in self.closest(p, self.same_namespace(p)) if x not in near][
                     :2
@@ -703,7 +729,7 @@ class _SchemaCheck:
         hint = f" (closest: {', '.join(near)})" if near else ""
         return Issue(
             "unknown_predicate",
-            f"{self.c(p)} is not a predicate of this endpoint{self.where}{hint}",
+            f"{self.c(p)} is not a predicate of this endpoint{self.where}{self.namespace_note(p)}{hint}",
             "error",
             edge.pattern.line,
             edge.pattern.column,

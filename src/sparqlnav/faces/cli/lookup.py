@@ -37,6 +37,7 @@ from sparqlnav.graph.endpoint import Outcome
 from sparqlnav.graph.kg import KnowledgeGraph
 
 if TYPE_CHECKING:
+    from sparqlnav.graph.schema import Schema
     from sparqlnav.sparql.check import Issue
 
 
@@ -157,7 +158,7 @@ def validate_command(
     """Check a query without running it: syntax, missing prefixes (repaired), classes and predicates against the
     schema. Exit 0 when the (repaired) query is ok, 1 otherwise."""
     json_output = chosen_format(format, json_output, allowed=TABLE_JSON, verb="validate") is OutputFormat.json
-    from sparqlnav.graph.schema import Schema, schema_from_void_file
+    from sparqlnav.graph.schema import schema_from_void_file
     from sparqlnav.retrieval.kg_index import SchemaUnavailable, kg_schema, open_kg_index
     from sparqlnav.sparql.check import validate as check_query
 
@@ -193,7 +194,7 @@ def validate_command(
                 except SchemaUnavailable as exc:
                     raise CliError(f"cannot get the schema of {kg}: {exc}") from None
             report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
-            report.issues.extend(_unused_in_graph(report.query, text, graph))
+            report.issues.extend(_unused_in_graph(report.query, text, graph, schema))
     if void is not None:
         report = check_query(text, schema, prefixes=prefixes, schemas_by_endpoint=services)
     if json_output:
@@ -209,21 +210,26 @@ def validate_command(
         raise typer.Exit(1)
 
 
-def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph) -> list[Issue]:
+def _unused_in_graph(query: str, given: str, graph: KnowledgeGraph, schema: Schema | None) -> list[Issue]:
     """Warnings for what the checked graph never uses: each IRI of the query that occurs nowhere in it (one query),
     and each prefix the query did not declare that was read from defaults the graph does not use (`wdt:` read as
     Wikidata's on a graph that is not Wikidata)."""
     from sparqlnav.feedback.memory import query_iris
     from sparqlnav.sparql.check import Issue
     from sparqlnav.sparql.guard import declared_prefixes, tokens
+    from sparqlnav.sparql.prefixes import WELL_KNOWN
     from sparqlnav.tools.lookup import absent
 
     missing = absent(graph, query_iris(query, graph.prefixes, graph.vocab))
     out = [Issue("absent_iri", f"{graph.prefixes.compact(iri)} occurs nowhere in {graph.name}", "warning")
            for iri in missing]
+    # The graph's own namespaces: those its file declares (not the defaults every graph gets) and those its classes
+    # and predicates are in. A misspelt name in one of them is the name's fault (absent_iri), not the namespace's.
+    own = {ns for prefix, ns in graph.prefixes.items() if WELL_KNOWN.get(prefix) != ns}
+    own |= set(schema.namespaces) if schema is not None else set()
     declared_by_user = declared_prefixes(tokens(given))
     for prefix, ns in declared_prefixes(tokens(query)).items():
-        if prefix not in declared_by_user and any(i.startswith(ns) for i in missing):
+        if prefix not in declared_by_user and ns not in own and any(i.startswith(ns) for i in missing):
             out.append(Issue("unknown_prefix", f"the prefix '{prefix}:' was not declared and was read as <{ns}>, "
                              f"which {graph.name} does not use: declare the namespace you mean", "warning"))
     return out
