@@ -14,7 +14,7 @@ from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.graph.opening import open_kg
 from sparqlnav.settings import Settings
 from test_cli import run
-from test_newcomer2 import zoo
+from test_newcomer2 import library, zoo
 
 # Neon and argon have two discoverers each (as in the demo graph), polonium one; boron is there to be misread.
 CHEMISTRY = """\
@@ -119,3 +119,44 @@ def test_validate_counts_the_files_namespace_as_used_and_names_the_closest_names
     res = run("validate", "PREFIX ex: <http://example.org/zoo/> SELECT ?a WHERE { ?a a ex:Animal }", "--kg", kg,
               home=home)
     assert res.returncode == 1 and "(closest: ex:Animal (animal))" in res.stdout, res.stdout
+
+
+WIKIDATA_SHAPED = """\
+@prefix wd: <http://www.wikidata.org/entity/> .
+@prefix wdt: <http://www.wikidata.org/prop/direct/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+wd:Q42 wdt:P31 wd:Q5 ; wdt:P19 wd:Q350 ; rdfs:label "Douglas Adams"@en .
+wd:Q5 rdfs:label "human"@en .
+wd:Q350 rdfs:label "Cambridge"@en .
+wd:P31 rdfs:label "instance of"@en .
+wd:P19 rdfs:label "place of birth"@en .
+"""
+
+
+def test_a_direct_property_reads_as_its_entity(tmp_path: Path) -> None:
+    """Item 12: in a file in Wikidata's layout (no `wikibase:directClaim` declared), wdt:P31 read as "P31" while its
+    entity wd:P31 reads "instance of"."""
+    path = tmp_path / "adams.ttl"
+    path.write_text(WIKIDATA_SHAPED, encoding="utf-8")
+    home = tmp_path / "home"
+    page = run("entity", "wd:Q42", "--kg", str(path), home=home)
+    assert page.returncode == 0, page.stderr
+    assert "  wdt:P31 (instance of): wd:Q5 (human)" in page.stdout.splitlines(), page.stdout
+    found = run("search", "instance of", "--kg", str(path), home=home)
+    assert "  wdt:P31 'instance of' (1 uses)" in found.stdout.splitlines(), found.stdout
+
+
+def test_start_questions_do_not_ask_for_key_columns(tmp_path: Path) -> None:
+    """Item 12: the start page (`GET /api/examples`) of a database asked "List the books with their author id.":
+    a key column, which identifies rows and says nothing a person reads."""
+    from fastapi.testclient import TestClient
+
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    with open_kg(str(library(tmp_path)), settings) as kg:
+        kg.sparql_ready()  # the graph copy its schema is read from, as after the first question over SPARQL
+        app = create_app(settings, ServeConfig(mcp=False, allowed_hosts=("testserver",)), kgs={"library": kg})
+        with TestClient(app) as client:
+            body = client.get("/api/examples", params={"kg": "library"}).json()
+    assert body["source"] == "schema"
+    assert body["questions"] == ["How many books are there?", "List the books with their author.",
+                                 "How many authors are there?", "List the authors with their country."]

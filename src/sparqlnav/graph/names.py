@@ -18,10 +18,10 @@ import pyoxigraph as ox
 from rapidfuzz import fuzz
 from rapidfuzz import utils as fuzz_utils
 
-from sparqlnav.graph.vocab import RDF_TYPE, Vocabulary, humanise, local_name
+from sparqlnav.graph.vocab import RDF_TYPE, Vocabulary, Wikibase, humanise, local_name
 
 Kind = Literal["entity", "property", "class"]
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -149,6 +149,14 @@ class _Collector:
                 if iri.startswith(wb.entity) and re.fullmatch(r"P\d+", iri[len(wb.entity) :]):
                     item.kind = "property"
         named = {iri for iri, _, f in self.names if f in ("label", "alias")}
+        # A file in Wikidata's layout without `wikibase:directClaim` declarations still labels its properties on
+        # their entities (wd:P31 "instance of"): wdt:P31 reads as that, not as "P31".
+        for p in self.predicate_counts:
+            entity = self.items.get(Wikibase.property_entity(p) or "") if p not in named else None
+            if entity is not None and entity.label and p in self.items:
+                self.names.append((p, entity.label, "label"))
+                self.items[p].label = entity.label
+                named.add(p)
         for iri, item in self.items.items():
             if iri not in named and not iri.startswith("_:"):
                 text = humanise(local_name(iri))
