@@ -151,7 +151,7 @@ class _Collector:
         named = {iri for iri, _, f in self.names if f in ("label", "alias")}
         # A file in Wikidata's layout without `wikibase:directClaim` declarations still labels its properties on
         # their entities (wd:P31 "instance of"): wdt:P31 reads as that, not as "P31".
-        for p in self.predicate_counts:
+        for p in self.predicate_counts if wb is None else ():  # a declared Wikibase indexes the entity itself
             entity = self.items.get(Wikibase.property_entity(p) or "") if p not in named else None
             if entity is not None and entity.label and p in self.items:
                 self.names.append((p, entity.label, "label"))
