@@ -10,9 +10,14 @@ from pathlib import Path
 
 import httpx
 
+from scripted_llm import Call, Reply, ScriptedLLM
 from sparqlnav.faces.http import ServeConfig, background, create_app
 from sparqlnav.graph.opening import open_kg
+from sparqlnav.llm import LLMConfig
 from sparqlnav.settings import Settings
+from sparqlnav.strategies import explore
+from sparqlnav.tools.digest import Digests
+from sparqlnav.trace import Trace
 from test_cli import run
 from test_newcomer2 import library, zoo
 
@@ -160,3 +165,29 @@ def test_start_questions_do_not_ask_for_key_columns(tmp_path: Path) -> None:
     assert body["source"] == "schema"
     assert body["questions"] == ["How many books are there?", "List the books with their author.",
                                  "How many authors are there?", "List the authors with their country."]
+
+
+def test_explore_is_told_a_date_is_compared_with_plain_text(scripted_llm: ScriptedLLM, tmp_path: Path) -> None:
+    """Item 10: explore's agent compared an xsd:date with the plain text "2016-12-31" and was told "No stored value is
+    spelled as your text… (LCASE, CONTAINS)"; the datatype is the problem."""
+    settings = Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})
+    head = "PREFIX ex: <http://example.org/zoo#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+    guess = head + 'SELECT ?a WHERE { ?a ex:arrived ?d FILTER(?d <= "2016-12-31") }'
+    fixed = head + 'SELECT ?a WHERE { ?a ex:arrived ?d FILTER(?d <= "2016-12-31"^^xsd:date) }'
+    config = LLMConfig(model="scripted-model", base_url=scripted_llm.base_url, api_key="k", timeout_s=10,
+                       max_retries=0)
+    scripted_llm.script([
+        Reply("I compare the arrival dates.", [Call("execute_sparql", {"query": guess})]),
+        Reply("Now as a date.", [Call("execute_sparql", {"query": fixed})]),
+        Reply("That is the one.", [Call("stop", {})]),
+        Reply("Simba arrived by the end of 2016."),
+    ])
+    with open_kg(str(zoo(tmp_path)), settings) as kg, \
+            explore.create(config, digests=Digests(), settings=settings) as strategy:
+        answer = strategy.run("Which animals arrived by the end of 2016?", kg, Trace())
+    assert scripted_llm.problems == [] and scripted_llm.remaining == 0
+    told = str(scripted_llm.requests[1]["messages"][-1]["content"])
+    assert ('A plain text never equals nor orders with a typed value: ex:arrived holds xsd:date values, and '
+            '"2016-12-31" is plain text: write it "2016-12-31"^^xsd:date.') in told, told
+    assert "No stored value is spelled as your text" not in told
+    assert answer.status == "answered" and answer.results is not None and len(answer.results) == 1

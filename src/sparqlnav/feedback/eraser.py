@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 from sparqlnav.feedback.catalogue import Details
 from sparqlnav.feedback.memory import (
@@ -77,7 +77,11 @@ class StepContext:
     # The stored values of a property closest to a text (the toolkit's `closest_values`), asked only when a query
     # that filters a property on a text matched nothing.
     values_of: Callable[[str, str], list[str]] | None = None
+    # The one non-text datatype of a property's stored values (the toolkit's `value_datatype`), asked only when such
+    # a query compares the property with a plain text.
+    datatype_of: Callable[[str], str | None] | None = None
     _absent: list[str] | None = field(default=None, repr=False)
+    _datatypes: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     def absent_iris(self) -> list[str]:
         """The identifiers of the step's query that occur nowhere in the graph (asked once; none without a way)."""
@@ -86,6 +90,14 @@ class StepContext:
             wanted = [i for i in iris if not i.startswith(VOCABULARY_NAMESPACES)][:ABSENT_CHECKED]
             self._absent = self.absent_of(wanted) if self.absent_of is not None and wanted else []
         return self._absent
+
+    def typed(self, compared: Compared) -> str | None:
+        """The datatype a plain text is compared against (the property's values are all of it), else None."""
+        if not compared.plain or self.datatype_of is None:
+            return None
+        if compared.prop not in self._datatypes:
+            self._datatypes[compared.prop] = self.datatype_of(compared.prop)
+        return self._datatypes[compared.prop]
 
     @property
     def prefixes(self) -> PrefixMap:
@@ -335,7 +347,10 @@ def filtered_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     if ctx.query is None or r is None or ctx.values_of is None or not _matched_nothing(r):
         return None
     lines = []
-    for prop, text in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+    for compared in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+        if ctx.typed(compared) is not None:
+            continue  # its spelling is not the problem, its datatype is: typed_value says so
+        prop, text = compared.prop, compared.text
         close = ctx.values_of(prop, text)
         if close and text not in close:
             shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in close)
@@ -343,9 +358,36 @@ def filtered_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
     return {"values": "; ".join(lines)} if lines else None
 
 
-def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
-    """(property, text) pairs a query compares: a triple's literal object, and a text in a FILTER beside a variable
-    that a triple binds as a property's value (equality, CONTAINS, STRSTARTS, REGEX; regex anchors dropped)."""
+def typed_value(ctx: StepContext, opts: FeedbackOptions) -> Details | None:
+    """The query matched nothing and compares a property's typed values (xsd:date, xsd:integer) with a plain text
+    (`FILTER(?d < "2016-12-31")`): a plain text never equals nor orders with a typed value, however it is spelled
+    (an explore run was told to compare loosely, LCASE and CONTAINS, for a date)."""
+    r = ctx.result
+    if ctx.query is None or r is None or ctx.datatype_of is None or not _matched_nothing(r):
+        return None
+    lines = []
+    for compared in literal_filters(ctx.query, ctx.prefixes)[:FILTERED_CHECKED]:
+        datatype = ctx.typed(compared)
+        if datatype is not None:
+            typed = ctx.prefixes.compact(datatype)
+            lines.append(f'{ctx.prefixes.compact(compared.prop)} holds {typed} values, and "{compared.text}" is plain '
+                         f'text: write it "{compared.text}"^^{typed}')
+    return {"values": "; ".join(lines)} if lines else None
+
+
+class Compared(NamedTuple):
+    """A text a query compares a property's values with, and whether it is written plain (no datatype, no
+    language)."""
+
+    prop: str
+    text: str
+    plain: bool
+
+
+def literal_filters(query: str, prefixes: PrefixMap) -> list[Compared]:
+    """The texts a query compares properties with: a triple's literal object, and a text in a FILTER beside a
+    variable that a triple binds as a property's value (equality, CONTAINS, STRSTARTS, REGEX; regex anchors
+    dropped)."""
     toks = tokens(query)
     declared = declared_prefixes(toks)
 
@@ -358,14 +400,19 @@ def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
             return ns + local if ns else None
         return None
 
-    found: dict[tuple[str, str], None] = {}
+    def plain(at: int, within: Sequence[SparqlToken]) -> bool:
+        # `"…"^^xsd:date` and `"…"@en` are not plain text
+        after = within[at + 1] if at + 1 < len(within) else None
+        return after is None or not (after.kind == "langtag" or after.text == "^")
+
+    found: dict[Compared, None] = {}
     bound: dict[str, str] = {}  # variable → the property whose values it holds
-    for before, t in pairwise(toks):
+    for i, (before, t) in enumerate(pairwise(toks)):
         prop = iri(before) if before.kind in ("iri", "pname") else None
         if prop is None:
             continue
         if t.kind in ("string", "lstring"):
-            found[(prop, _unquote(t.text))] = None
+            found[Compared(prop, _unquote(t.text), plain(i + 1, toks))] = None
         elif t.kind == "var":
             bound.setdefault(t.text[1:], prop)
     for i, t in enumerate(toks):
@@ -373,10 +420,12 @@ def literal_filters(query: str, prefixes: PrefixMap) -> list[tuple[str, str]]:
             continue
         group = _group_after(toks, i + 1)
         props = [bound[x.text[1:]] for x in group if x.kind == "var" and x.text[1:] in bound]
-        texts = [_unquote(x.text).strip("^$") for x in group if x.kind in ("string", "lstring")]
-        for text in texts:
+        for j, x in enumerate(group):
+            if x.kind not in ("string", "lstring"):
+                continue
+            text = _unquote(x.text).strip("^$")
             if props and len(text.strip(".*")) >= 2:
-                found[(props[0], text.strip(".*"))] = None
+                found[Compared(props[0], text.strip(".*"), plain(j, group))] = None
     return list(found)
 
 
@@ -713,6 +762,7 @@ STEP_DETECTORS: dict[str, Detector] = {
         stop_answer_shape,
         absent_iri,
         filtered_value,
+        typed_value,
         unseen_iri,
         unbound_projection,
         failed_cast,

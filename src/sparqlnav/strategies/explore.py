@@ -292,6 +292,7 @@ class _Run:
             finishing=call is not None and call.name == "stop" and call.parse_error is None,
             absent_of=self.tools.absent,
             values_of=self.tools.closest_values,
+            datatype_of=self.tools.value_datatype,
         )
         if ctx.finishing:
             ctx.question = self.question  # the chosen rows are meant as the answer: their shape is checked

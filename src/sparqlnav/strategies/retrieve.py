@@ -55,7 +55,7 @@ from sparqlnav.sparql.prefixes import PrefixMap
 from sparqlnav.strategies.ending import conclude
 from sparqlnav.strategies.prompts import prompt_text
 from sparqlnav.tools.digest import Digests, annotated_shape, graph_notes, main_classes
-from sparqlnav.tools.lookup import absent, closest_values
+from sparqlnav.tools.lookup import absent, closest_values, value_datatype
 from sparqlnav.tools.toolkit import NAME_SERVICE_ERRORS, Observation, TracedEndpoint
 from sparqlnav.trace import Trace
 
@@ -67,10 +67,10 @@ _UNSURE_LINE = re.compile(r"(?im)^[ \t*_]*UNSURE[ \t*_]*:[ \t]*(.*?)[ \t*_]*$")
 # Engine feedback worth showing when a query needs one more fix; the others speak of tools this strategy lacks.
 ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeout", "oversized_result",
                      "refused", "engine_error", "unbound_projection", "failed_cast", "answer_shape", "absent_iri",
-                     "filtered_value")
+                     "filtered_value", "typed_value")
 # Guidelines that send even a query with rows (or a false ASK) back once: its answer cannot be trusted as it is.
 CLASSES_PER_WORD = 3  # a word naming properties of more classes than this (name, id) names none of them
-REDO_ANSWERED = ("answer_shape", "absent_iri", "failed_cast", "filtered_value")
+REDO_ANSWERED = ("answer_shape", "absent_iri", "failed_cast", "filtered_value", "typed_value")
 
 
 class Decomposition(BaseModel):
@@ -653,6 +653,8 @@ class _Run:
             outcome = "matched nothing, over identifiers the graph does not have"
         elif any(g.id == "filtered_value" for g in guidelines):
             outcome = "matched nothing: a text it compares with is not spelled as stored"
+        elif any(g.id == "typed_value" for g in guidelines):
+            outcome = "matched nothing: a plain text it compares with is stored as a typed value"
         elif any(g.id == "failed_cast" for g in guidelines):
             outcome = "returned no value: a cast in it failed"
         elif _answered(result):
@@ -688,7 +690,8 @@ class _Run:
         ctx = StepContext(memory=memory, call=ToolCall(id="retrieve", name="execute_sparql", arguments={"query": query}),
                           query=query, observation=Observation(text, result, ok=result.ok), result=result,
                           question=self.question, absent_of=functools.partial(absent, self.kg),
-                          values_of=functools.partial(closest_values, self.kg))
+                          values_of=functools.partial(closest_values, self.kg),
+                          datatype_of=functools.partial(value_datatype, self.kg))
         return [g for g in feedback.check(ctx, "after") if g.id in ENGINE_GUIDELINES]
 
     def explain(self, query: str, table: ResultTable, endpoint: str | None) -> str:

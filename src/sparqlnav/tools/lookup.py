@@ -25,6 +25,7 @@ CLASS_SECONDS = 5.0  # the one query naming the classes of search hits (a hint: 
 INCOMING_LIMIT = 1000  # incoming edges read per entity page (a class or a country may have millions)
 ABSENT_SECONDS = 5.0  # the one query asking which of a query's identifiers the graph lacks
 CLOSE_TRIPLES = 5_000_000  # graphs up to this size (local stores) have their values scanned for close spellings
+_TEXT_TYPES = ("http://www.w3.org/2001/XMLSchema#string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString")
 CLOSE_SAMPLE = 1000  # a property's stored values read to find those closest to a filtered one
 CLOSE_ENOUGH = 0.5  # how close a stored value must be to be shown (1: the same letters; 0.9: one holds the other)
 _WORD = re.compile(r"[^\W_]+")
@@ -415,6 +416,21 @@ def closest_values(kg: KnowledgeGraph, prop: str, text: str, *, k: int = 5,
             found.update((r["v"].value, None) for r in result.table.rows if "v" in r)
     ranked = sorted(((_closeness(want, _loose(v)), v) for v in found), key=lambda sv: (-sv[0], sv[1]))
     return [v for score, v in ranked if score >= CLOSE_ENOUGH][:k]
+
+
+def value_datatype(kg: KnowledgeGraph, prop: str, *, timeout_s: float = ABSENT_SECONDS) -> str | None:
+    """The one datatype of `prop`'s stored literal values when it is not text (xsd:date, xsd:integer, …): a plain
+    text compared with them matches none. None for text values, mixed or no values, failed queries, and on a graph
+    not known to be small (as `closest_values`)."""
+    triples = kg.extra.get("triples")
+    if not _IRI_OK.match(prop) or not isinstance(triples, int) or triples > CLOSE_TRIPLES:
+        return None
+    result = kg.endpoint.query(f"SELECT DISTINCT (DATATYPE(?v) AS ?t) WHERE {{ ?s <{prop}> ?v FILTER(isLiteral(?v)) }} "
+                               "LIMIT 2", timeout_s=timeout_s)
+    if not result.ok or result.table is None:
+        return None
+    found = [r["t"].value for r in result.table.rows if "t" in r]
+    return found[0] if len(found) == 1 and found[0] not in _TEXT_TYPES else None
 
 
 def _loose(text: str) -> str:

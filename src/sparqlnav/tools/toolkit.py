@@ -29,6 +29,7 @@ from sparqlnav.tools.lookup import (
     resolve,
     resolve_name,
     search,
+    value_datatype,
 )
 from sparqlnav.trace import Trace
 
@@ -172,6 +173,10 @@ class Toolkit:
     def closest_values(self, prop: str, text: str) -> list[str]:
         """The stored values of `prop` closest to `text`, as stored (none when nothing is close)."""
         return closest_values(self.kg, prop, text)
+
+    def value_datatype(self, prop: str) -> str | None:
+        """The one non-text datatype of `prop`'s stored values, if they have one."""
+        return value_datatype(self.kg, prop)
 
     def _index(self) -> KGIndex | Observation:
         """The KG's retrieval index, or a failed observation saying why there is none."""
