@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import ResultTable, shown_labels
@@ -41,12 +41,16 @@ class Turn:
     status: str = "answered"
     focus: str = ""  # the answer's one thing (an IRI) when it was one, so "his …" can follow up without an LLM
     focus_label: str = ""
+    # The things (IRI, label) the answer's first rows named: "he" after "Who discovered neon?" is one of them, not
+    # neon; several people make "he" ambiguous, which the user is told.
+    things: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, answer: Finished, kg: KnowledgeGraph) -> Turn:
         """The turn an answer makes, its results summarised with the graph's prefixes and labels."""
         table = answer.results
         focus = focus_label = ""
+        things: tuple[tuple[str, str], ...] = ()
         if table is None:
             shown = "(no results)"
         elif table.boolean is not None:
@@ -54,11 +58,21 @@ class Turn:
         else:
             labels = shown_labels(table, kg.names, head=TURN_ROWS, tail=0, whole=0)
             shown = table.to_markdown(kg.prefixes, labels, head=TURN_ROWS, tail=0, whole=0, max_cell=TURN_CELL_CHARS)
-            things = {t.value for row in table.rows for t in row.values() if t.kind == "uri"}
-            if len(table.rows) == 1 and len(things) == 1:
-                focus = things.pop()
+            named = list(dict.fromkeys(t.value for row in table.rows[:TURN_ROWS] for t in row.values()
+                                       if t.kind == "uri"))
+            things = tuple((iri, labels.get(iri, "")) for iri in named)
+            if len(table.rows) == 1 and len(named) == 1:
+                focus = named[0]
                 focus_label = labels.get(focus, "")
-        return cls(answer.question, answer.sparql, shown, answer.text, answer.status, focus, focus_label)
+        return cls(answer.question, answer.sparql, shown, answer.text, answer.status, focus, focus_label, things)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Turn:
+        """A turn from its JSON (`asdict`): its things come back as pairs, and a turn stored before they were kept
+        has none."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["things"] = tuple((str(iri), str(label)) for iri, label in data.get("things") or ())
+        return cls(**known)
 
     def to_prompt(self, number: int) -> str:
         """The turn as a block of text for a prompt."""

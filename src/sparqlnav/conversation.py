@@ -154,7 +154,7 @@ class Conversation:
             client=data.get("client"),
             created=float(data["created"]),
             last_used=float(data["last_used"]),
-            turns=[Turn(**t) for t in data.get("turns", [])],
+            turns=[Turn.from_json(t) for t in data.get("turns", [])],
             dropped=int(data.get("dropped", 0)),
         )
 

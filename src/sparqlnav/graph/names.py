@@ -19,10 +19,11 @@ from rapidfuzz import fuzz
 from rapidfuzz import utils as fuzz_utils
 
 from sparqlnav.graph.name_properties import name_properties, named_by_properties
-from sparqlnav.graph.vocab import RDF_TYPE, Vocabulary, humanise, local_name
+from sparqlnav.graph.vocab import RDF_TYPE, Vocabulary, Wikibase, humanise, local_name
 
 Kind = Literal["entity", "property", "class"]
-INDEX_VERSION = 6  # 6: things without a label named by their class's name property
+# 6: things without a label named by their class's name property; a direct property by its entity's label
+INDEX_VERSION = 7
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -158,6 +159,14 @@ class _Collector:
                 if iri.startswith(wb.entity) and re.fullmatch(r"P\d+", iri[len(wb.entity) :]):
                     item.kind = "property"
         named = {iri for iri, _, f in self.names if f in ("label", "alias")}
+        # A file in Wikidata's layout without `wikibase:directClaim` declarations still labels its properties on
+        # their entities (wd:P31 "instance of"): wdt:P31 reads as that, not as "P31".
+        for p in self.predicate_counts if wb is None else ():  # a declared Wikibase indexes the entity itself
+            entity = self.items.get(Wikibase.property_entity(p) or "") if p not in named else None
+            if entity is not None and entity.label and p in self.items:
+                self.names.append((p, entity.label, "label"))
+                self.items[p].label = entity.label
+                named.add(p)
         for iri, item in self.items.items():
             if iri not in named and not iri.startswith("_:"):
                 text = humanise(local_name(iri))

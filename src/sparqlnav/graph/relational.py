@@ -386,6 +386,17 @@ def relational_of(kg: KnowledgeGraph) -> Materialised | None:
     return found if isinstance(found, Materialised) else None
 
 
+def key_properties(kg: KnowledgeGraph) -> set[str]:
+    """The properties of a database graph's key columns (primary and foreign keys): they identify rows, and a
+    question about them ("List the books with their id.") asks for nothing a person reads. Empty for other graphs."""
+    found = relational_of(kg)
+    if found is None:
+        return set()
+    naming = Naming(found.base)
+    return {naming.column(t.name, c) for t in found.tables
+            for c in (*t.key, *(c for fk in t.foreign_keys for c in fk.columns))}
+
+
 @contextlib.contextmanager
 def read_database(database: Database) -> Iterator[SqliteReader | PostgresReader]:
     """One read-only snapshot of the database, closed afterwards."""

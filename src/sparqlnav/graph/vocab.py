@@ -43,6 +43,13 @@ class Wikibase:
                     return local
         return None
 
+    @classmethod
+    def property_entity(cls, iri: str) -> str | None:
+        """The property entity (`…/entity/P31`) a property IRI in Wikidata's layout stands for (`…/prop/direct/P31`,
+        `…/prop/P31`, `…/prop/statement/P31`, `…/prop/qualifier/P31`), whether or not the graph declares it."""
+        m = re.fullmatch(r"(.+/)prop/(?:direct/|statement/|qualifier/)?(P\d+)", iri)
+        return cls.from_base(m.group(1)).entity_iri(m.group(2)) if m else None
+
     def entity_iri(self, local_id: str) -> str:
         """The entity IRI of `Q42` or `P31`."""
         return self.entity + local_id

@@ -382,7 +382,7 @@ def link_llm_entities(
         hits = _search(kg, mention.text)
         if not hits:
             continue
-        types = _type_labels(kg, [h.iri for h in hits]) if mention.description else {}
+        types = type_labels(kg, [h.iri for h in hits]) if mention.description else {}
         scored = []
         for hit in hits:
             sim, score, explained = score_hit(mention, hit, tokens)
@@ -401,7 +401,7 @@ def link_llm_entities(
     return out
 
 
-def _type_labels(kg: KnowledgeGraph, iris: Sequence[str]) -> dict[str, list[str]]:
+def type_labels(kg: KnowledgeGraph, iris: Sequence[str]) -> dict[str, list[str]]:
     """Labels of the types of some IRIs (one query)."""
     type_pred = kg.vocab.types[0]
     values = " ".join(f"<{i}>" for i in iris)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparqlnav.graph.kg import KnowledgeGraph
+from sparqlnav.graph.relational import key_properties
 from sparqlnav.graph.schema import RDF_TYPE, Schema
 from sparqlnav.retrieval.indexes import KGIndexes
 from sparqlnav.tools.digest import Digests, main_classes
@@ -83,7 +84,8 @@ def schema_questions(kg: KnowledgeGraph, schema: Schema, limit: int) -> tuple[st
     every = main_classes(schema)
     things = [c for c in every if not _value_nodes(schema, c)]
     classes = (things or every)[:limit]
-    skip = {RDF_TYPE, *kg.vocab.types, *kg.vocab.labels, *kg.vocab.aliases, *kg.vocab.descriptions}
+    skip = {RDF_TYPE, *kg.vocab.types, *kg.vocab.labels, *kg.vocab.aliases, *kg.vocab.descriptions,
+            *key_properties(kg)}
     candidates = {c: [p.iri for p in schema.classes[c].ranked_predicates() if p.iri not in skip] for c in classes}
     iris = [*classes, *(p for ps in candidates.values() for p in ps[:4])]
     labels = kg.names.labels_of(iris)

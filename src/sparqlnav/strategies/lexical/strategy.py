@@ -15,7 +15,7 @@ from sparqlnav.context import RunContext
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.results import Term, clip, shown_labels
 from sparqlnav.graph.vocab import humanise, local_name
-from sparqlnav.question.followup import NEEDS_A_NAME, pronoun, read_followup
+from sparqlnav.question.followup import NEEDS_A_NAME, Ambiguous, pronoun, read_followup
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import link
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
@@ -52,11 +52,17 @@ class LexicalStrategy:
     def run(
         self, question: str, kg: KnowledgeGraph, trace: Trace, context: RunContext | None = None
     ) -> Answer:
-        """Answer one question from its own words; a follow-up's pronoun ("When was it discovered?") is read as
-        the last answer's one thing, or the thing the last question named (`question/followup`)."""
+        """Answer one question from its own words; a follow-up ("When was it discovered?", "What about neon?") is
+        read as being about the last answer's thing, or the thing the last question named (`question/followup`)."""
         word = pronoun(question)
         turn = context.history[-1] if context is not None and context.history else None
-        reading = read_followup(question, turn, kg) if word and turn is not None else None
+        reading = read_followup(question, turn, kg) if turn is not None else None
+        if isinstance(reading, Ambiguous):
+            # Asking the question as written would read its other words as names ("born" as boron).
+            text = f"I cannot tell who you mean: {reading.text()}"
+            trace.emit("info", text=f"a follow-up: {reading.text()}")
+            trace.emit("answer", text=text, status="not_found", confidence=0.0)
+            return Answer(question, self.name, None, None, text, trace, status="not_found", confidence=0.0)
         if reading is not None:
             trace.emit("info", text=f"a follow-up: '{reading.word}' read as {reading.label} ({reading.because}): "
                                     f"{reading.question}", followup=reading.iri)
