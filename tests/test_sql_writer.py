@@ -300,3 +300,40 @@ def test_names_the_question_gives_are_found_as_the_data_stores_them(tmp_path: Pa
         "- \"Tomas Reyes\": stored in parts in people: 'Tomas' in people.first_name and 'Reyes' in people.last_name",
         "- \"AB-\": stored as 'AB-' in people.blood",
     ]  # before: "no text column of these tables holds it" (twice) and "AB": not found
+
+
+def test_what_the_question_names_is_found_where_it_is_and_its_table_shown(tmp_path: Path) -> None:
+    """Relay players (shop, clinic): a named value in a table ranked out of the full view was "held by no text
+    column of these tables" and the table's columns were not shown; a name that is part of a longer stored text was
+    "not found"; a column's NULLs were never mentioned ("still in hospital" is a NULL discharge date)."""
+    from sparqlnav.strategies.write_sql import _named_line, named_values, ranked_tables, schema_view
+
+    db = tmp_path / "shop.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE groups (grp_id INTEGER PRIMARY KEY, grp_label TEXT, grp_parent INTEGER);
+        CREATE TABLE products (id INTEGER PRIMARY KEY, prod_name TEXT, grp_id INTEGER,
+                               retired_on DATE);
+        CREATE TABLE stock_a (id INTEGER PRIMARY KEY, product_note TEXT); CREATE TABLE stock_b (id INTEGER PRIMARY KEY);
+        CREATE TABLE stock_c (id INTEGER PRIMARY KEY); CREATE TABLE stock_d (id INTEGER PRIMARY KEY);
+        CREATE TABLE stock_e (id INTEGER PRIMARY KEY); CREATE TABLE stock_f (id INTEGER PRIMARY KEY);
+    """)
+    con.executemany("INSERT INTO groups VALUES (?, ?, ?)", [(i, f"Group {i}", None) for i in range(1, 40)]
+                    + [(40, "Garden Tools", 1)])
+    con.executemany("INSERT INTO products VALUES (?, ?, ?, ?)",
+                    [(1, "Lumen Arc 300 Lamp", 40, None), (2, "Pebble Mug", 2, "2023-01-04"), (3, "Reed Vase", 3, None)])
+    con.commit()
+    con.close()
+    database = database_spec(f"sqlite://{db}")
+    assert database is not None
+    profile = profile_database(database)
+    question = "How many products of the stock are in 'Garden Tools' and is the Lumen Arc retired?"
+    named = named_values(database, ranked_tables(profile, question), question, Trace())
+    lines = [_named_line(n) for n in named]
+    assert "- \"Garden Tools\": stored as 'Garden Tools' in groups.grp_label" in lines
+    assert ("- \"Lumen Arc\": no value is just that; it is part of 'Lumen Arc 300 Lamp' in products.prod_name "
+            "(match with LIKE)") in lines  # before: "no text column of these tables holds it"
+    assert "groups" not in [t.name for t in schema_view(profile, question)[1]]  # ranked out on its own
+    view, chosen = schema_view(profile, question, holding=["groups"])
+    assert "groups" in [t.name for t in chosen] and "grp_label TEXT" in view
+    assert "retired_on DATE  -- values 2023-01-04; 2 empty (NULL)" in view

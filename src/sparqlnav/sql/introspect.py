@@ -22,7 +22,7 @@ from sparqlnav.sql.run import run_sql
 
 __all__ = ["ColumnProfile", "DatabaseProfile", "TableProfile", "profile_database", "quote_literal", "quote_name"]
 
-PROFILE_VERSION = "2"  # 2: booleans listed as true/false (PostgreSQL) or 0/1 (SQLite), not as texts
+PROFILE_VERSION = "3"  # 2: booleans as the dialect writes them; 3: empty (NULL) values counted
 SAMPLE_ROWS = 5_000  # rows of a table its values are read from
 LISTED = 12  # a column with at most this many values in the sample lists them all
 SAMPLES = 3  # values shown of other text columns
@@ -56,6 +56,7 @@ class ColumnProfile:
     smallest: str = ""
     largest: str = ""
     spaced: int = 0  # sample values stored with spaces around them
+    empty: int = 0  # sample rows where it is NULL ("still in hospital" is a NULL discharge date)
 
     @property
     def text(self) -> bool:
@@ -178,25 +179,29 @@ def _column(database: Database, sample: str, name: str, kind: str, references: s
     if column.boolean:  # no MIN/MAX of a PostgreSQL boolean: its values, as the dialect writes them
         found = _rows(database, f"SELECT {q} FROM {sample} WHERE {q} IS NOT NULL GROUP BY {q} ORDER BY {q}")
         truths = tuple(str(v[0]).lower() if isinstance(v[0], bool) else str(v[0]) for v in found)
-        return ColumnProfile(name, kind, references, truths, (), len(truths))
+        nulls = _rows(database, f"SELECT COUNT(*) - COUNT({q}) FROM {sample}")
+        return ColumnProfile(name, kind, references, truths, (), len(truths), empty=int(nulls[0][0]) if nulls else 0)
     if not column.text:
-        found = _rows(database, f"SELECT MIN({q}), MAX({q}), COUNT(DISTINCT {q}) FROM {sample}")
+        found = _rows(database, f"SELECT MIN({q}), MAX({q}), COUNT(DISTINCT {q}), COUNT(*) - COUNT({q}) FROM {sample}")
         if found:
-            low, high, distinct = found[0]
+            low, high, distinct, nulls = found[0]
             listed: tuple[str, ...] = ()
             if distinct and distinct <= LISTED and not references:
                 listed = tuple(str(v[0]) for v in _rows(
                     database, f"SELECT {q} FROM {sample} WHERE {q} IS NOT NULL GROUP BY {q} ORDER BY {q}"))
             column = ColumnProfile(name, kind, references, listed, (), int(distinct or 0),
-                                   "" if low is None else str(low), "" if high is None else str(high))
+                                   "" if low is None else str(low), "" if high is None else str(high),
+                                   empty=int(nulls or 0))
         return column
     found = _rows(database, f"SELECT {q}, COUNT(*) AS n FROM {sample} WHERE {q} IS NOT NULL GROUP BY {q} "
                             f"ORDER BY n DESC, {q} LIMIT {LISTED + 1}")
     values = [str(v) for v, _ in found]
-    distinct_rows = _rows(database, f"SELECT COUNT(DISTINCT {q}) FROM {sample}")
+    distinct_rows = _rows(database, f"SELECT COUNT(DISTINCT {q}), COUNT(*) - COUNT({q}) FROM {sample}")
     distinct = int(distinct_rows[0][0]) if distinct_rows else len(values)
+    empty = int(distinct_rows[0][1] or 0) if distinct_rows else 0
     spaced_rows = _rows(database, f"SELECT COUNT(*) FROM {sample} WHERE {q} <> TRIM({q})")
     spaced = int(spaced_rows[0][0]) if spaced_rows else 0
     if len(values) <= LISTED and not references:
-        return ColumnProfile(name, kind, references, tuple(values), (), distinct, spaced=spaced)
-    return ColumnProfile(name, kind, references, (), tuple(v[:60] for v in values[:SAMPLES]), distinct, spaced=spaced)
+        return ColumnProfile(name, kind, references, tuple(values), (), distinct, spaced=spaced, empty=empty)
+    return ColumnProfile(name, kind, references, (), tuple(v[:60] for v in values[:SAMPLES]), distinct, spaced=spaced,
+                         empty=empty)

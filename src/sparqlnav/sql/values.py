@@ -43,16 +43,24 @@ class Place:
         return f"{self.table}.{self.column}"
 
 
-def stored_in(database: Database, columns: Iterable[TextColumn], text: str, *, limit: int = 3) -> list[Place]:
-    """The columns (at most `limit`) whose values include `text`, ignoring case and surrounding spaces."""
+def stored_in(database: Database, columns: Iterable[TextColumn], text: str, *, limit: int = 3,
+              within: bool = False) -> list[Place]:
+    """The columns (at most `limit`) whose values include `text`, ignoring case and surrounding spaces (`within`:
+    a value that contains it, as a part of a longer text, with its first such value)."""
     found: list[Place] = []
+    wanted = text.strip().lower()
+    if within:
+        pattern = "%" + wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        test = f"LOWER({{column}}) LIKE {quote_literal(pattern)} ESCAPE '\\'"
+    else:
+        test = f"LOWER(TRIM({{column}})) = {quote_literal(wanted)}"
     for c in columns:
         if len(found) >= limit:
             break
         if c.rows is not None and c.rows > SCANNED_ROWS:
             continue
         sql = (f"SELECT DISTINCT {quote_name(c.column)} FROM {quote_name(c.table)} WHERE "
-               f"LOWER(TRIM({quote_name(c.column)})) = LOWER({quote_literal(text.strip())}) LIMIT 1")
+               f"{test.replace('{column}', quote_name(c.column))} LIMIT 1")
         try:
             rows = run_sql(database, sql, timeout_s=PROBE_SECONDS, max_rows=1, max_bytes=10_000).rows
         except SqlError:

@@ -31,6 +31,7 @@ from sparqlnav.retrieval.sql_examples import SqlExample, closest_sql_examples, k
 from sparqlnav.settings import Settings
 from sparqlnav.sql.executor import Caps
 from sparqlnav.sql.introspect import (
+    SAMPLE_ROWS,
     ColumnProfile,
     DatabaseProfile,
     TableProfile,
@@ -48,6 +49,7 @@ from sparqlnav.trace import Trace
 __all__ = ["SqlWriter", "create", "extract_sql", "schema_view"]
 
 FULL_TABLES = 6  # tables shown with their columns; the others by name
+SEARCHED_COLUMNS = 60  # text columns searched for a name the question gives (bounded queries, small tables only)
 _BLOCK = re.compile(r"```([A-Za-z]*)[ \t]*\n(.*?)```", re.DOTALL)
 _BARE = re.compile(r"((?:WITH|SELECT)\b.*)", re.IGNORECASE | re.DOTALL)
 
@@ -81,10 +83,13 @@ def ranked_tables(profile: DatabaseProfile, question: str) -> list[TableProfile]
     return sorted(profile.tables, key=lambda t: score(t), reverse=True)
 
 
-def schema_view(profile: DatabaseProfile, question: str, full: int = FULL_TABLES) -> tuple[str, list[TableProfile]]:
-    """The prompt's tables: the best-ranked in full (plus the tables their foreign keys reach), the rest by name."""
+def schema_view(profile: DatabaseProfile, question: str, full: int = FULL_TABLES,
+                holding: Sequence[str] = ()) -> tuple[str, list[TableProfile]]:
+    """The prompt's tables: the best-ranked in full (and the tables `holding` what the question names, and those
+    their foreign keys reach), the rest by name."""
     ranked = ranked_tables(profile, question)
     chosen = ranked[:full]
+    chosen += [t for t in ranked[full:] if t.name in holding]  # a named value's table is needed whatever its rank
     names = {t.name for t in chosen}
     for t in list(chosen):  # a join needs the table at the other end of the arrow
         for c in t.columns:
@@ -118,6 +123,8 @@ def _column_line(c: ColumnProfile) -> str:
         line += f"  -- from {c.smallest} to {c.largest}"
     if c.spaced:
         line += f"; {c.spaced} stored with spaces around them"
+    if c.empty:  # a NULL is how "not yet" or "none" is often stored: say so, or a model compares with a date
+        line += f"; {c.empty:,} empty (NULL)" + ("" if c.empty < SAMPLE_ROWS else " or more")
     return line
 
 
@@ -128,6 +135,7 @@ class NamedValue:
     mention: str
     places: tuple[tuple[str, str, str], ...]  # (table, column, the value as stored)
     in_parts: bool = False  # its words stored apart ("Beatriz Vogel": a first and a last name)
+    within: bool = False  # stored only inside longer texts ("Tovey Go" in "Tovey Go 600 Headphones")
 
 
 def named_values(database: Database, tables: Sequence[TableProfile], question: str, trace: Trace) -> list[NamedValue]:
@@ -149,6 +157,11 @@ def named_values(database: Database, tables: Sequence[TableProfile], question: s
             if both:
                 found.append(NamedValue(mention, both[0], in_parts=True))
                 continue
+        if not places:  # part of a longer stored text ("Tovey Go" of "Tovey Go 600 Headphones")
+            inside = stored_in(database, _text_columns(tables), mention, limit=2, within=True)
+            if inside:
+                found.append(NamedValue(mention, tuple((p.table, p.column, p.stored) for p in inside), within=True))
+                continue
         found.append(NamedValue(mention, tuple(places[:3])))
     if found:
         trace.emit("observation", text="\n".join(_named_line(n) for n in found), tool="resolve_names")
@@ -163,10 +176,18 @@ def _as_named(mention: str, question: str) -> str:
     return bare + found.group(1) if found else bare
 
 
+def _text_columns(tables: Sequence[TableProfile]) -> list[TextColumn]:
+    """The text columns of `tables` (not foreign keys), in the tables' order, at most SEARCHED_COLUMNS of them."""
+    return [TextColumn(t.name, c.name, t.rows) for t in tables for c in t.columns
+            if c.text and not c.references][:SEARCHED_COLUMNS]
+
+
 def _places(database: Database, tables: Sequence[TableProfile], text: str) -> list[tuple[str, str, str]]:
     """The text columns of `tables` holding `text` (case and surrounding spaces aside): those whose listed values
-    include it, then the others searched (small tables only)."""
+    include it, then the others searched (small tables only; the best-ranked tables first, SEARCHED_COLUMNS at
+    most): a value may sit in a table the question does not name ("Small Appliances" in categories)."""
     places: list[tuple[str, str, str]] = []
+    listed_whole: set[tuple[str, str]] = set()
     for t in tables:
         for c in t.columns:
             if not c.text or c.references:
@@ -174,18 +195,23 @@ def _places(database: Database, tables: Sequence[TableProfile], text: str) -> li
             listed = [v for v in (*c.values, *c.samples) if v.strip().lower() == text.lower()]
             if listed:
                 places.append((t.name, c.name, listed[0]))
-            elif not c.values:  # a column the profile did not list whole
-                places += [(p.table, p.column, p.stored)
-                           for p in stored_in(database, [TextColumn(t.name, c.name, t.rows or 0)], text)]
-    return places
+            if c.values:  # every value of the column is listed: nothing more to search there
+                listed_whole.add((t.name, c.name))
+    if places:
+        return places
+    searched = [c for c in _text_columns(tables) if (c.table, c.column) not in listed_whole]
+    return [(p.table, p.column, p.stored) for p in stored_in(database, searched, text)]
 
 
 def _named_line(n: NamedValue) -> str:
+    if n.within:
+        return (f'- "{n.mention}": no value is just that; it is part of '
+                + "; ".join(f"{quote_literal(v)} in {t}.{c}" for t, c, v in n.places) + " (match with LIKE)")
     if n.in_parts:
         return (f'- "{n.mention}": stored in parts in {n.places[0][0]}: '
                 + " and ".join(f"{quote_literal(v)} in {t}.{c}" for t, c, v in n.places))
     if not n.places:
-        return f'- "{n.mention}": no text column of these tables holds it'
+        return f'- "{n.mention}": no text column holds it as a whole value'
     said = "; ".join(f"stored as {quote_literal(v)} in {t}.{c}"
                      + (" (with spaces around it: compare as stored or with TRIM)" if v != v.strip() else "")
                      for t, c, v in n.places)
@@ -238,8 +264,8 @@ class SqlWriter:
         profile = profile_database(database, self.settings.paths.home / "sql", tables_read)
         trace.emit("info", message=f"read the database: {len(profile.tables)} tables, {profile.rows:,} rows "
                                    f"({time.monotonic() - started:.2f} s)")
-        tables, chosen = schema_view(profile, question)
-        named = named_values(database, chosen, question, trace)
+        named = named_values(database, ranked_tables(profile, question), question, trace)
+        tables, chosen = schema_view(profile, question, holding=[t for n in named for t, _, _ in n.places])
         named_block = ("\n## What the question names, looked up in the data\n\n" + "\n".join(map(_named_line, named))
                        if named else "")
         examples = closest_sql_examples(kept_sql_examples(self.settings.paths.home, database), question)
