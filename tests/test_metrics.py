@@ -297,3 +297,20 @@ def test_a_yes_no_answered_with_its_figures_scores_as_its_verdict() -> None:
     assert score(gold_no, row(a=("30", "integer"), b=("31", "integer"))).row_f1 == 0.0  # no verdict to read
     two = row(x=("true", "boolean"), y=("false", "boolean"))
     assert score(gold_no, two).row_f1 == 0.0  # two verdicts: which one is the answer is not ours to guess
+
+
+def test_a_verdict_beside_the_rows_it_rests_on_scores_as_that_verdict() -> None:
+    """A yes/no answered with one row per match, each carrying the same `?yes` (relay player, BESTIARY "is there any
+    spider with touch 11?"), scored 0 against the ASK gold; every row states the verdict, so it is the answer."""
+    from sparqlnav.evaluation.metrics import verdict_of
+
+    boolean = "http://www.w3.org/2001/XMLSchema#boolean"
+    rows = {"head": {"vars": ["spider", "yes"]}, "results": {"bindings": [
+        {"spider": {"type": "uri", "value": "http://x/SeaSpider"}, "yes": {"type": "literal", "value": "true", "datatype": boolean}},
+        {"spider": {"type": "uri", "value": "http://x/BlackWidow"}, "yes": {"type": "literal", "value": "true", "datatype": boolean}},
+    ]}}  # fmt: skip
+    assert verdict_of({"head": {}, "boolean": True}, rows) == {"head": {}, "boolean": True}
+    mixed = {"head": rows["head"], "results": {"bindings": [
+        rows["results"]["bindings"][0], {**rows["results"]["bindings"][1], "yes": {"type": "literal", "value": "false", "datatype": boolean}}]}}  # fmt: skip
+    assert verdict_of({"head": {}, "boolean": True}, mixed) is mixed  # rows that disagree state no verdict
+    assert verdict_of({"head": {"vars": ["s"]}, "results": {"bindings": []}}, rows) is rows  # a table gold: as it is

@@ -390,13 +390,16 @@ def verdict_of(gold: Results, predicted: Results | None) -> Results | None:
     if predicted is None or not is_boolean(gold) or is_boolean(predicted):
         return predicted
     rows = bindings(predicted)
-    verdicts = [t for t in rows[0].values() if t.get("datatype") == _BOOLEAN] if len(rows) == 1 else []
-    if not verdicts and len(rows) == 1:
-        # SQL has no boolean type in SQLite: the verdict column is named `yes` and holds 0/1 (`COUNT(*) > 0 AS yes`)
-        verdicts = [t for name, t in rows[0].items() if name.lower() == "yes"]
-    if len(verdicts) != 1 or verdicts[0].get("value") not in ("true", "false", "1", "0"):
+    if not rows:
         return predicted
-    return {"head": {}, "boolean": verdicts[0]["value"] in ("true", "1")}
+    # SQL has no boolean type in SQLite: there the verdict column is named `yes` and holds 0/1 (`COUNT(*) > 0 AS yes`)
+    columns = [n for n, t in rows[0].items() if t.get("datatype") == _BOOLEAN] if len(rows) == 1 else []
+    columns = columns or [n for n in rows[0] if n.lower() == "yes"]
+    # the verdict beside the rows it rests on (one row a match) counts when every row states the same one
+    said = {str(r[columns[0]].get("value")) for r in rows if columns[0] in r} if len(columns) == 1 else set()
+    if len(said) != 1 or not said <= {"true", "false", "1", "0"}:
+        return predicted
+    return {"head": {}, "boolean": said.pop() in ("true", "1")}
 
 
 def score(
