@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparqlnav.feedback.view import SqlView
+from sparqlnav.graph.vocab import singular
 from sparqlnav.question.wording import Asked
 from sparqlnav.question.words import tokenize, word_similarity
 from sparqlnav.sql.draft import ColumnRef
@@ -177,12 +178,9 @@ def _names_rows(column: str, table: str) -> bool:
     if not parts or not _NAME_LIKE.search(parts[-1]):
         return False
     before = parts[:-1]
-    own = _singular(re.sub(r"_\d+$", "", table).lower())
+    own = singular(re.sub(r"_\d+$", "", table).lower())
     return not before or before in (["first"], ["last"], ["full"], ["display"]) or "".join(before) == own
 
-
-def _singular(word: str) -> str:
-    return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
 def _parts(name: str) -> list[str]:

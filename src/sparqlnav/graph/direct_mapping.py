@@ -33,6 +33,8 @@ from typing import Literal
 
 import pyoxigraph as ox
 
+from sparqlnav.graph.vocab import singular
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -257,7 +259,7 @@ def label_columns(table: Table) -> tuple[str, ...]:
         if wanted in texts:
             return (texts[wanted],)
     plain = _snake(table.name.rsplit(".", 1)[-1])
-    for stem in (plain, _singular(plain)):
+    for stem in (plain, singular(plain)):
         if f"{stem}_name" in texts:
             return (texts[f"{stem}_name"],)
     for first, last in NAME_PAIRS:
@@ -281,13 +283,13 @@ def _snake(name: str) -> str:
 
 def table_label(table: str) -> str:
     """What one row of a table is called: the table's name in the singular, in words (`order_items` → "order item")."""
-    return _singular(_snake(table.rsplit(".", 1)[-1])).replace("_", " ").strip() or table
+    return singular(_snake(table.rsplit(".", 1)[-1])).replace("_", " ").strip() or table
 
 
 def link_label(fk: ForeignKey) -> str:
     """What a foreign key's link is called: its one column without `_id` ("manager"), or the referenced table's
     singular when that column only abbreviates it (`dept_id` to departments → "department") or there are several."""
-    target = _singular(_snake(fk.target.rsplit(".", 1)[-1]))
+    target = singular(_snake(fk.target.rsplit(".", 1)[-1]))
     if len(fk.columns) != 1:
         return target.replace("_", " ")
     stem = re.sub(r"(?i:_id)$|(?<=[a-z])I[dD]$", "", fk.columns[0]).strip("_") or target  # not "paid" → "pa"
@@ -302,15 +304,6 @@ def _abbreviates(short: str, word: str) -> bool:
         return False
     rest = iter(word)
     return all(ch in rest for ch in short)
-
-
-def _singular(word: str) -> str:
-    lower = word.lower()
-    if lower.endswith("ies") and len(word) > 3:
-        return word[:-3] + "y"
-    if lower.endswith(("sses", "xes", "ches", "shes")):
-        return word[:-2]
-    return word[:-1] if lower.endswith("s") and not lower.endswith(("ss", "us", "is")) else word
 
 
 RowSource = Callable[[Table], Iterable[Row]]

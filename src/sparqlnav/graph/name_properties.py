@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from sparqlnav.graph.vocab import RDF_TYPE, local_name
+from sparqlnav.graph.vocab import RDF_TYPE, local_name, singular
 
 __all__ = ["NameProperty", "name_properties", "named_by_properties"]
 
@@ -49,9 +49,6 @@ def _words(iri: str) -> list[str]:
     return [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
 
 
-def _singular(word: str) -> str:
-    return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") and len(word) > 3 else word
-
 
 def names_things(predicate: str, cls: str) -> bool:
     """Whether a property's own name says it names things of the class (and is no key)."""
@@ -60,8 +57,8 @@ def names_things(predicate: str, cls: str) -> bool:
         return False
     if set(words) & NAME_WORDS:
         return True
-    own = "_".join(_singular(w) for w in _words(cls))
-    return "_".join(_singular(w) for w in words) in (own, own.rsplit("_", 1)[-1])
+    own = "_".join(singular(w) for w in _words(cls))
+    return "_".join(singular(w) for w in words) in (own, own.rsplit("_", 1)[-1])
 
 
 def _rows(store: ox.Store, query: str) -> Iterator[Sequence[ox.NamedNode | ox.Literal | ox.BlankNode | None]]:

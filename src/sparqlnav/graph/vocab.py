@@ -152,3 +152,13 @@ def humanise(name: str) -> str:
         lower = bool(camel) and camel[0][:1].islower()
         out += camel[:1] + [w.lower() if lower and w[:1].isupper() and w[1:].islower() else w for w in camel[1:]]
     return " ".join(out).strip()
+
+
+def singular(word: str) -> str:
+    """A plural noun in the singular, by its ending (`categories` → `category`, `boxes` → `box`, `status` stays)."""
+    lower = word.lower()
+    if lower.endswith("ies") and len(word) > 3:
+        return word[:-3] + "y"
+    if lower.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    return word[:-1] if lower.endswith("s") and not lower.endswith(("ss", "us", "is")) else word
