@@ -5,6 +5,9 @@ Wikidata-shaped file, a library SQLite database."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -137,3 +140,18 @@ def test_start_questions_do_not_ask_for_key_columns(tmp_path: Path) -> None:
     assert body["source"] == "schema"
     assert body["questions"] == ["How many books are there?", "List the books with their author.",
                                  "How many authors are there?", "List the authors with their country."]
+
+
+def test_a_relation_word_is_never_offered_as_a_misspelt_name(tmp_path: Path) -> None:
+    """Issue 40 item 2's end: "What about neon?" after "Where was he born?" asks "Where was neon born?", and lexical
+    offered "Did you mean 'boron'?" — "born" asks for a birthplace, it is no misspelt element. A real typo still
+    gets its offer."""
+    env = {**os.environ, "SPARQLNAV_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith("OPENAI")}
+    said = subprocess.run([sys.executable, "-m", "sparqlnav", "ask", "Where was neon born?"], capture_output=True,
+                          text=True, timeout=120, env=env, check=False).stdout  # fmt: skip
+    assert "Did you mean" not in said and "period 2" not in said  # before: "Did you mean 'boron'? If so: …period 2"
+    assert "it took a word of the question to mean 'boron'" in said  # said as the reason the guess is not trusted
+    typo = subprocess.run([sys.executable, "-m", "sparqlnav", "ask", "Who discovered neonn?"], capture_output=True,
+                          text=True, timeout=120, env=env, check=False).stdout  # fmt: skip
+    assert "Did you mean 'neon'? If so: The answers are William Ramsay and Morris Travers." in typo

@@ -19,7 +19,7 @@ from sparqlnav.question.followup import NEEDS_A_NAME, Ambiguous, pronoun, read_f
 from sparqlnav.question.intent import analyse
 from sparqlnav.question.linking import link
 from sparqlnav.question.wording import Asked, for_people, unit_labels, yes_no
-from sparqlnav.question.words import WordToken, content_positions, is_stopword
+from sparqlnav.question.words import SYNONYMS, WordToken, content_positions, is_stopword
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.check import readable_query, weak_parts
@@ -231,7 +231,7 @@ class _Run:
             text = "I could not find an answer in this knowledge graph."
             extra: dict[str, Any] = {}
             if best is not None and best.result is not None:
-                meant = did_you_mean(best, found)
+                meant = did_you_mean(best, found, [t.lower for t in self.ctx.tokens])
                 if meant is not None:
                     text += f" (The best guess, {best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}.)"
                     # The query fits every other word: only the name is in doubt, so the guess is worth offering.
@@ -352,11 +352,14 @@ class _Run:
         )
 
 
-def did_you_mean(best: Candidate, found: QuestionCoverage | None) -> str | None:
+def did_you_mean(best: Candidate, found: QuestionCoverage | None, words: Sequence[str] = ()) -> str | None:
     """The name to offer as "did you mean …" when an entity's link is the only weak part of the best guess: every
-    content word explained and every asked-for operation done, and an entity named only in part or weakly linked."""
+    content word explained and every asked-for operation done, and an entity named only in part or weakly linked;
+    never for a word that names a relation ("born" is no misspelt boron: it asks for a birthplace)."""
     if found is None or found.unexplained or found.unmatched or found.unsupported:
         return None
+    if any(words[i] in SYNONYMS for p in best.parts if p.kind == "entity" for i in p.positions if i < len(words)):
+        return None  # a relation's word read as a thing's name: the guess answers another question
     if found.loose:
         return f"'{found.loose[0]}'"
     entities = [p for p in best.parts if p.kind == "entity"]
