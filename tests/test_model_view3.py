@@ -211,3 +211,27 @@ def test_the_answer_writer_sees_a_long_list_whole_or_is_told_where_the_rest_is(
         assert len(shown) == 20  # before: 20 too, and "a FILTER or LIMIT/OFFSET shows others" to a writer of words
         assert ("150 rows in total; the first 10 and last 10 are shown; the reader sees the whole result as a "
                 "table under your answer: name only rows shown here and say how many there are.") in seen
+
+
+def test_a_question_naming_no_class_gets_the_main_classes_not_no_schema(
+    scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """Relay players (issue 37's after run) still got "(no schema information)" when the question's words named no
+    class ("which elemental ones have a rating above 10?"); the graph's biggest classes are shown instead."""
+    ex = "http://example.org/fauna#"
+    rows = "\n".join(f"ex:c{i} a ex:Creature ; rdfs:label \"Creature {i}\" ; ex:rating {i} ; ex:lives ex:h{i % 2} ."
+                     for i in range(12))
+    graph = tmp_path / "fauna.ttl"
+    graph.write_text(f"@prefix ex: <{ex}> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n{rows}\n"
+                     'ex:h0 a ex:Habitat ; rdfs:label "Marsh" .\nex:h1 a ex:Habitat ; rdfs:label "Cliff" .\n')
+    with open_kg(str(graph), Settings.from_env({"SPARQLNAV_HOME": str(tmp_path / "home")})) as kg:
+        schema = kg_schema(kg)
+        with LocalIndex(None, None) as index:
+            index.build(shape_docs(schema, labels=kg.names.labels_of(schema.class_names)))
+            query = f"PREFIX ex: <{ex}>\nSELECT ?c WHERE {{ ?c ex:rating ?r FILTER(?r > 10) }}"
+            scripted_llm.script([Reply(f"```sparql\n{query}\n```"), Reply("Creature 11.")])
+            create_retrieve(config(scripted_llm), index=index, schema=schema).run(
+                "Which zorblaxes have a quux above 10?", kg, Trace())
+    prompt = str(scripted_llm.requests[-2]["messages"][0]["content"])
+    assert "(no schema information)" not in prompt
+    assert prompt.index("ex:Creature") < prompt.index("ex:Habitat")  # the biggest class first

@@ -70,6 +70,7 @@ ENGINE_GUIDELINES = ("undeclared_prefix", "syntax_error", "empty_result", "timeo
                      "filtered_value", "typed_value")
 # Guidelines that send even a query with rows (or a false ASK) back once: its answer cannot be trusted as it is.
 CLASSES_PER_WORD = 3  # a word naming properties of more classes than this (name, id) names none of them
+MAIN_SHAPES = 2  # shapes shown when the question's words match no class: the biggest classes
 REDO_ANSWERED = ("answer_shape", "absent_iri", "failed_cast", "filtered_value", "typed_value")
 
 
@@ -168,6 +169,21 @@ def _named_shapes(
             hit = [IndexHit(d, 0.0) for d in docs if called(d, want)][:1]
         found += hit
     return found
+
+
+def _main_shapes(docs: Sequence[Doc], schema: Schema | None, k: int) -> list[IndexHit]:
+    """The shapes of the `k` classes with the most instances (not the vocabulary's own: owl:Class, an ontology's
+    authors): what a question whose words name no class is most likely about (relay players got "(no schema
+    information)" for "which elemental creatures have a challenge rating above 10?" on a graph of one big class)."""
+    def fit(doc: Doc) -> bool:
+        cls = str(doc.meta.get("class", ""))
+        return bool(cls) and not cls.startswith(META_NAMESPACES) and not (schema and schema.about_the_vocabulary(cls))
+
+    def size(doc: Doc) -> int:
+        found = doc.meta.get("instances")
+        return int(found) if isinstance(found, int) else 0
+
+    return [IndexHit(d, 0.0) for d in sorted(filter(fit, docs), key=size, reverse=True)[:k]]
 
 
 def _plain_name(name: str) -> str:
@@ -423,6 +439,8 @@ class _Run:
         # "Employee" for "Who is our Sensor expert?" and got no pv:Employee shape).
         named = _named_shapes(per_text, parts.classes, lambda: index.documents(kinds=["shape"]))
         shapes = list({h.doc.id: h for h in [*named, *shapes]}.values())[: max(o.k_shapes, len(named))]
+        if not shapes:  # no class matched the question's words: the graph's main classes, not "(no schema information)"
+            shapes = _main_shapes(index.documents(kinds=["shape"]), ctx.schema, MAIN_SHAPES)
         endpoints = search_all(index, [self.question], k=o.k_endpoints, kinds=["endpoint"], mode=o.mode)
         self.trace.emit("action", tool="retrieve", arguments={"texts": [self.question, *parts.sub_questions],
                                                               "classes": parts.classes, "excluded": len(exclude)})
