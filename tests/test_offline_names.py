@@ -49,6 +49,12 @@ def test_the_naming_property_is_picked_from_the_data_never_a_key(fleet: Path) ->
     # the class's own name and `<class>Name`; a gate has only a code and a category: no name; planes have labels
     assert chosen == {"Carrier": "carrier", "Kind": "kindName"}
     assert names_things(EX + "full_name", EX + "Person") and names_things(EX + "ships", EX + "Ship")
+    # the plainest of two naming properties: `country` of Country over `officialName` (the bench's countries graph)
+    both = ox.Store()
+    both.load(input=f"""@prefix ex: <{EX}> .
+        ex:n1 a ex:Country ; ex:officialName "Kingdom of Norway" ; ex:country "Norway" .
+        ex:n2 a ex:Country ; ex:officialName "Republic of Chile" ; ex:country "Chile" .""", format=ox.RdfFormat.TURTLE)
+    assert [p.predicate for p in name_properties(both, Vocabulary().labels)] == [EX + "country"]
     assert not names_things(EX + "name_code", EX + "Kind") and not names_things(EX + "uid", EX + "Carrier")
 
 

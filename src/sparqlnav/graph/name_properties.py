@@ -61,6 +61,12 @@ def names_things(predicate: str, cls: str) -> bool:
     return "_".join(singular(w) for w in words) in (own, own.rsplit("_", 1)[-1])
 
 
+def _plain(predicate: str, cls: str) -> bool:
+    """Whether a property is named just `name`/`title`/`label` or just its class's name."""
+    words = [singular(w) for w in _words(predicate)]
+    return len(words) == 1 and (words[0] in NAME_WORDS or words[0] == singular(_words(cls)[-1]))
+
+
 def _rows(store: ox.Store, query: str) -> Iterator[Sequence[ox.NamedNode | ox.Literal | ox.BlankNode | None]]:
     found = store.query(query)
     assert isinstance(found, ox.QuerySolutions)
@@ -106,7 +112,8 @@ def name_properties(store: ox.Store, labels: Sequence[str]) -> list[NameProperty
         if wordy < MIN_WORDY:
             continue
         found = NameProperty(c.value, p.value, coverage, distinct, wordy)
-        score = coverage + distinct + wordy
+        # the plainest name first: the class's own name or `name` itself over `officialName`, `fullTitle`
+        score = coverage + distinct + wordy + (1.0 if _plain(p.value, c.value) else 0.0)
         if c.value not in best or score > best[c.value][0]:
             best[c.value] = (score, found)
     return [found for _, found in sorted(best.values(), key=lambda b: b[1].cls)]
