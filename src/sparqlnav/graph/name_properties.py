@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from sparqlnav.graph.vocab import RDF_TYPE, local_name, singular
+from sparqlnav.graph.vocab import RDF_TYPE, humanise, local_name, singular
 
 __all__ = ["NameProperty", "name_properties", "named_by_properties"]
 
@@ -45,8 +45,7 @@ class NameProperty:
 
 def _words(iri: str) -> list[str]:
     """A local name's words in lower case: `kindName` and `kind_name` → ["kind", "name"]."""
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", local_name(iri))
-    return [w for w in re.split(r"[^A-Za-z0-9]+", name.lower()) if w]
+    return humanise(local_name(iri)).lower().split()
 
 
 

@@ -29,6 +29,11 @@ def quote_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(text: str) -> str:
+    """A text as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def quote_table(name: str) -> str:
     """A table's name as SQL: `schema.table` (a PostgreSQL table outside `public`) as two quoted names."""
     schema, dot, table = name.partition(".")
@@ -119,7 +124,7 @@ class SqlValue:
     def sql(self) -> str:
         """As SQL: a number as written, a text in single quotes."""
         if isinstance(self.value, str):
-            return "'" + self.value.replace("'", "''") + "'"
+            return quote_literal(self.value)
         return str(self.value)
 
 

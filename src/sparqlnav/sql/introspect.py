@@ -17,10 +17,11 @@ from typing import Any
 
 from sparqlnav.graph.direct_mapping import Table
 from sparqlnav.graph.relational import Database, read_database, sqlite_fingerprint
+from sparqlnav.sql.draft import quote_literal, quote_name
 from sparqlnav.sql.executor import SqlError
 from sparqlnav.sql.run import run_sql
 
-__all__ = ["ColumnProfile", "DatabaseProfile", "TableProfile", "profile_database", "quote_literal", "quote_name"]
+__all__ = ["ColumnProfile", "DatabaseProfile", "TableProfile", "profile_database"]
 
 PROFILE_VERSION = "3"  # 2: booleans as the dialect writes them; 3: empty (NULL) values counted
 SAMPLE_ROWS = 5_000  # rows of a table its values are read from
@@ -31,16 +32,6 @@ PROBE_TIMEOUT_S = 5.0
 _NUMERIC = re.compile(r"int|real|floa|doub|dec|num|money|serial", re.I)
 _TEMPORAL = re.compile(r"date|time", re.I)
 _BOOLEAN = re.compile(r"bool", re.I)
-
-
-def quote_name(name: str) -> str:
-    """A table or column name as SQL writes it, in double quotes."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    """A text as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)

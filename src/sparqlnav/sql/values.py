@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sparqlnav.graph.relational import Database
+from sparqlnav.sql.draft import quote_literal, quote_name
 from sparqlnav.sql.executor import SqlError
-from sparqlnav.sql.introspect import quote_literal, quote_name
 from sparqlnav.sql.run import run_sql
 
 __all__ = ["SCANNED_ROWS", "Place", "TextColumn", "stored_in"]

@@ -29,6 +29,7 @@ from sparqlnav.question.linking import find_mentions
 from sparqlnav.question.words import stem, tokenize
 from sparqlnav.retrieval.sql_examples import SqlExample, closest_sql_examples, kept_sql_examples
 from sparqlnav.settings import Settings
+from sparqlnav.sql.draft import quote_literal, quote_name
 from sparqlnav.sql.executor import Caps
 from sparqlnav.sql.introspect import (
     SAMPLE_ROWS,
@@ -36,8 +37,6 @@ from sparqlnav.sql.introspect import (
     DatabaseProfile,
     TableProfile,
     profile_database,
-    quote_literal,
-    quote_name,
 )
 from sparqlnav.sql.results import result_table
 from sparqlnav.sql.run import run_traced

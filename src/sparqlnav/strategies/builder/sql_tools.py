@@ -37,11 +37,11 @@ from sparqlnav.sql.draft import (
     SqlValue,
     SqlValues,
     TableRef,
+    quote_literal,
     quote_name,
     quote_table,
 )
 from sparqlnav.sql.executor import Caps
-from sparqlnav.sql.introspect import quote_literal
 from sparqlnav.sql.run import run_traced
 from sparqlnav.sql.values import Place, TextColumn, stored_in
 from sparqlnav.tools.registry import Registry, tool
