@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from sparqlnav.datasets import Question, load_dataset
-from sparqlnav.evaluation.metrics import SetMatch, macro_prf, set_match
+from sparqlnav.evaluation.execution import execution_match
+from sparqlnav.evaluation.metrics import SetMatch, macro_prf, row_em, set_match
 from sparqlnav.graph.kg import KnowledgeGraph
 from sparqlnav.graph.names import LabelIndex
 from sparqlnav.graph.opening import demo_path, open_kg
@@ -50,6 +51,7 @@ class Outcome:
     sparql: str | None
     answer: str
     extra: dict[str, Any] = field(default_factory=dict)
+    exact: bool = False  # row EM, or the same table with numbers within tolerance: the answer, not part of it
 
 
 @dataclass
@@ -145,7 +147,9 @@ def run_dataset(
             if answer.status == "answered" and answer.results is not None
             else None
         )
-        match = set_match(q.gold_results or {"head": {}, "results": {"bindings": []}}, predicted)
+        gold = q.gold_results or {"head": {}, "results": {"bindings": []}}
+        match = set_match(gold, predicted)
+        exact = row_em(gold, predicted) == 1.0 or execution_match(gold, predicted).correct
         report.outcomes.append(
             Outcome(
                 q.id,
@@ -159,6 +163,7 @@ def run_dataset(
                 answer.sparql,
                 answer.text,
                 dict(answer.extra),
+                exact,
             )
         )
         if linking:
