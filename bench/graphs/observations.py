@@ -128,7 +128,9 @@ def default_source() -> Path:
     """The installed package's folder, found without importing the package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
-        raise SystemExit(f"observations: {PACKAGE} is not installed for {sys.executable}: {INSTALL}")
+        raise SystemExit(
+            f"observations: {PACKAGE} is not installed for {sys.executable}: {INSTALL}"
+        )
     return Path(spec.origin).parent
 
 
