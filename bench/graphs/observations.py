@@ -1,13 +1,14 @@
-"""`observations`: four small statistical tables from PyPI's `vega_datasets` (MIT), as an RDF Data Cube (W3C qb).
+"""`observations`: five small statistical tables from PyPI's `vega_datasets` (MIT), as an RDF Data Cube (W3C qb).
 
 Style: statistical observations. Each table is a `qb:DataSet` (with a `qb:DataStructureDefinition` listing its
 components); each row is a `qb:Observation` linked by `qb:dataSet`, with an opaque IRI (`obs/<table>/<row>`)
 and **no label**: what it is about is only in its dimension values. Dimensions and measures are properties of
 `od:` (`http://example.org/observations/def#`) declared `qb:DimensionProperty` / `qb:MeasureProperty`, each
-with an `rdfs:label`. Coded dimension values (barley sites and varieties, energy sources, weather kinds, car
-origins and car models) are `skos:Concept`s in `skos:ConceptScheme`s (reached from the dimension by
-`qb:codeList`) named by `skos:prefLabel "…"@en`. Years are `xsd:gYear`, days `xsd:date`, counts and whole
-quantities `xsd:integer`, the other numbers `xsd:decimal`. A value missing in the source is left unsaid.
+with an `rdfs:label`. Coded dimension values (barley sites and varieties, energy sources, weather kinds,
+employment sectors) are `skos:Concept`s in `skos:ConceptScheme`s (reached from the dimension by
+`qb:codeList`) named by `skos:prefLabel "…"@en`. Years are `xsd:gYear`, months `xsd:gYearMonth`, days
+`xsd:date`, counts and whole quantities `xsd:integer`, the other numbers `xsd:decimal`. A value missing in the
+source is left unsaid.
 
 The tables (the package's `_data/` files):
 
@@ -16,8 +17,11 @@ The tables (the package's `_data/` files):
   megawatthours: 51 observations.
 - `seattle-weather.csv`: Seattle's daily precipitation, maximum and minimum temperature, wind and kind of
   weather (2012-2015): 1,461 observations.
-- `cars.json`: one observation per car of the table (miles per gallon, cylinders, displacement, horsepower,
-  weight in lbs, acceleration), by car model, model year and origin: 406 observations.
+- `us-employment.csv`: US employment (thousands, seasonally adjusted) by month (2006-2015) and sector, one
+  observation per month and sector (the file's 22 sector columns): 2,640 observations; the file's calculated
+  `nonfarm_change` (the month-to-month change of nonfarm employment) is a measure of the nonfarm ones only.
+- `wheat.json`: Playfair's price of wheat and wages, every five years from 1565 to 1820: 52 observations (the
+  last two without wages).
 
 Install the data: `pip install vega_datasets==0.9.0` (the builder reads the installed package's folder, found
 without importing it, or the folder given, which holds `_data/` and `dataset_info.json`).
@@ -60,9 +64,13 @@ TABLES = {
         "Seattle weather",
         "public domain (NOAA), per the package's dataset_info.json",
     ),
-    "cars": (
-        "Cars",
-        "no licence stated; made public at http://lib.stat.cmu.edu/datasets/ (Donoho and Ramos 1982), "
+    "us-employment": (
+        "US employment",
+        "public domain (U.S. Bureau of Labor Statistics), per the package's dataset_info.json",
+    ),
+    "wheat": (
+        "Wheat price and wages",
+        "public domain (the electronic dataset by Mike Bostock, after Playfair 1822), "
         "per the package's dataset_info.json",
     ),
 }
@@ -74,9 +82,8 @@ PROPERTIES = {
     "year": ("dimension", "year", "gYear"),
     "energySource": ("dimension", "energy source", "scheme:energy-source"),
     "date": ("dimension", "date", "date"),
-    "carModel": ("dimension", "car model", "scheme:car-model"),
-    "modelYear": ("dimension", "model year", "gYear"),
-    "origin": ("dimension", "origin", "scheme:origin"),
+    "month": ("dimension", "month", "gYearMonth"),
+    "sector": ("dimension", "sector", "scheme:sector"),
     "weather": ("dimension", "weather", "scheme:weather"),
     "yield": ("measure", "yield", "decimal"),
     "netGeneration": ("measure", "net generation", "integer"),
@@ -84,16 +91,16 @@ PROPERTIES = {
     "tempMax": ("measure", "maximum temperature", "decimal"),
     "tempMin": ("measure", "minimum temperature", "decimal"),
     "wind": ("measure", "wind", "decimal"),
-    "milesPerGallon": ("measure", "miles per gallon", "decimal"),
-    "cylinders": ("measure", "cylinders", "integer"),
-    "displacement": ("measure", "displacement", "decimal"),
-    "horsepower": ("measure", "horsepower", "integer"),
-    "weightInLbs": ("measure", "weight in lbs", "integer"),
-    "acceleration": ("measure", "acceleration", "decimal"),
+    "employment": ("measure", "employment", "decimal"),
+    "nonfarmChange": ("measure", "nonfarm change", "integer"),
+    "wheatPrice": ("measure", "wheat price", "decimal"),
+    "wages": ("measure", "wages", "decimal"),
 }
 
 COMMENTS = {
     "netGeneration": "Annual net generation of electricity, in thousand megawatthours.",
+    "employment": "Monthly employment, in thousands, seasonally adjusted.",
+    "nonfarmChange": "Change of nonfarm employment from the previous month, in thousands.",
 }
 
 # each table's components, in order: dimensions first
@@ -101,17 +108,8 @@ STRUCTURE = {
     "barley": ["variety", "site", "year", "yield"],
     "iowa-electricity": ["energySource", "year", "netGeneration"],
     "seattle-weather": ["date", "weather", "precipitation", "tempMax", "tempMin", "wind"],
-    "cars": [
-        "carModel",
-        "modelYear",
-        "origin",
-        "milesPerGallon",
-        "cylinders",
-        "displacement",
-        "horsepower",
-        "weightInLbs",
-        "acceleration",
-    ],
+    "us-employment": ["month", "sector", "employment", "nonfarmChange"],
+    "wheat": ["year", "wheatPrice", "wages"],
 }
 
 SCHEMES = {
@@ -119,8 +117,7 @@ SCHEMES = {
     "site": "Barley trial sites",
     "energy-source": "Sources of electricity",
     "weather": "Kinds of weather",
-    "origin": "Car origins",
-    "car-model": "Car models",
+    "sector": "Employment sectors",
 }
 
 
@@ -244,24 +241,29 @@ def triples(folder: Path) -> list[tuple[str, str, str]]:
                 if rec[column] != "":
                     add(obs, OD + prop, _decimal(rec[column]))
 
-    cars = json.loads((data / "cars.json").read_text(encoding="utf-8"))
-    for n, rec in enumerate(cars, start=1):
-        obs = observation("cars", n)
-        add(obs, OD + "carModel", code("car-model", rec["Name"]))
-        add(obs, OD + "modelYear", _year(rec["Year"]))
-        add(obs, OD + "origin", code("origin", rec["Origin"]))
-        for column, prop, whole in (
-            ("Miles_per_Gallon", "milesPerGallon", False),
-            ("Cylinders", "cylinders", True),
-            ("Displacement", "displacement", False),
-            ("Horsepower", "horsepower", True),
-            ("Weight_in_lbs", "weightInLbs", True),
-            ("Acceleration", "acceleration", False),
-        ):
-            value = rec.get(column)
-            if value is None:  # null in the source (8 mpg, 6 horsepower): left unsaid
-                continue
-            add(obs, OD + prop, literal(int(value)) if whole else _decimal(value))
+    with (data / "us-employment.csv").open(encoding="utf-8", newline="") as handle:
+        n = 0
+        for rec in csv.DictReader(handle):
+            month = literal(rec["month"][:7], datatype=XSD + "gYearMonth")
+            for column, value in rec.items():
+                if column in ("month", "nonfarm_change"):
+                    continue
+                n += 1
+                obs = observation("us-employment", n)
+                add(obs, OD + "month", month)
+                # the sector is the column's name, its underscores spaces (the source's spelling kept)
+                add(obs, OD + "sector", code("sector", column.replace("_", " ")))
+                add(obs, OD + "employment", _decimal(value))
+                if column == "nonfarm":
+                    add(obs, OD + "nonfarmChange", literal(int(rec["nonfarm_change"])))
+
+    wheat = json.loads((data / "wheat.json").read_text(encoding="utf-8"))
+    for n, rec in enumerate(wheat, start=1):
+        obs = observation("wheat", n)
+        add(obs, OD + "year", _year(rec["year"]))
+        add(obs, OD + "wheatPrice", _decimal(rec["wheat"]))
+        if rec.get("wages") is not None:  # none for 1815 and 1820: left unsaid
+            add(obs, OD + "wages", _decimal(rec["wages"]))
 
     for (scheme, subject), label in concepts.items():
         add(subject, RDF_TYPE, iri(SKOS + "Concept"))
