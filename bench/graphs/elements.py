@@ -69,7 +69,8 @@ def triples(package: ModuleType) -> list[tuple[str, str, str]]:
     def add(subject: str, prop: str, obj: str) -> None:
         out.append((iri(subject), iri(prop), obj))
 
-    structures: dict[str, str] = {}  # symmetry -> IRI, numbered in order of first appearance by atomic number
+    # symmetry -> IRI, numbered in order of first appearance by atomic number
+    structures: dict[str, str] = {}
     for element in package.elements:
         z = element.number
         if z == 0:
@@ -88,7 +89,8 @@ def triples(package: ModuleType) -> list[tuple[str, str, str]]:
         radius = getattr(element, "covalent_radius", None)
         if radius is not None:
             add(subject, PT + "covalentRadius", _number(radius))
-        structure = getattr(element, "crystal_structure", None)  # absent past the package's list (Z > 103)
+        # absent past the end of the package's list (Z > 103), None where it has no structure
+        structure = getattr(element, "crystal_structure", None)
         if structure:
             symmetry = structure["symmetry"]
             if symmetry not in structures:
@@ -107,7 +109,8 @@ def triples(package: ModuleType) -> list[tuple[str, str, str]]:
             add(subject, PT + "hasIsotope", iri(node))
             add(node, RDF_TYPE, iri(PT + "Isotope"))
             add(node, SCHEMA + "identifier", literal(f"{a}-{element.symbol}"))
-            if "name" in isotope.__dict__:  # deuterium and tritium have a name and symbol of their own
+            # deuterium and tritium have a name and symbol of their own
+            if "name" in isotope.__dict__:
                 add(node, SCHEMA + "name", literal(isotope.__dict__["name"]))
                 add(node, PT + "symbol", literal(isotope.__dict__["symbol"]))
             add(node, PT + "massNumber", literal(int(a)))
