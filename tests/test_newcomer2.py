@@ -59,7 +59,10 @@ def test_not_found_says_what_was_found_and_why_it_was_not_trusted(tmp_path: Path
     res = run("ask", "Which country is Italo Calvino from?", "--kg", str(library(tmp_path)), home=home)
     assert res.returncode == 0, res.stderr
     assert "Probably: The answer is Italy." in res.stdout
-    assert "Not trusted because the question asks for a thing, and its answers are plain values" in res.stdout
+    assert "Not sure: the question asks for a thing, and its answers are plain values" in res.stdout
+    # issue 36, item 4: a doubted guess is said with its reading, never as "I could not find an answer"
+    assert "I read 'Italo Calvino' as Italo Calvino, 'country' as the property country." in res.stdout
+    assert "could not find" not in res.stdout
     res = run("ask", "Who is Simba cared for by?", "--kg", str(zoo(tmp_path)), home=home)
     assert res.returncode == 0, res.stderr
     assert "Probably: The answer is Amara Okafor." in res.stdout

@@ -190,7 +190,7 @@ def test_ui_probably_shows_the_hedge_without_the_query_and_a_phone_sees_the_answ
     with background(create_app(settings, ServeConfig(mcp=False), kgs={"zoo": zoo_graph})) as url:
         page.goto(url + "/")
         page.wait_for_selector("body[data-ready=true]")
-        page.fill("#question", "Which keeper cares for Simba?")
+        page.fill("#question", "Which keeper cares for the animal Simba?")
         page.press("#question", "Enter")
         page.wait_for_selector(".turn.done, .turn.failed", timeout=60_000)
         said = page.inner_text(".answer-text")

@@ -43,16 +43,20 @@ def ask(harbour: tuple[Path, Path], question: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize(("question", "why"), [
-    # before: "The answer is Gull Span." (a bridge, trusted) for an imperative asking a value
-    ("Tell me the length of the longest bridge.", "the longest bridge given where its length was asked"),
-    ("Give me the length of the longest bridge.", "the longest bridge given where its length was asked"),
-    ("Which year saw the most launches?", "things given where a date or year was asked"),
-])  # fmt: skip
-def test_a_thing_given_where_a_value_is_asked_is_no_answer(harbour: tuple[Path, Path], question: str, why: str) -> None:
+@pytest.mark.parametrize("question", ["Tell me the length of the longest bridge.",
+                                      "Give me the length of the longest bridge."])
+def test_an_imperative_asking_a_value_gets_the_value_not_the_thing(harbour: tuple[Path, Path], question: str) -> None:
+    """Before: "The answer is Gull Span." (a bridge, trusted); then no answer (the bridge answers another question);
+    now the length, read from the longest bridge (item 4: said with how the question was read)."""
     said = ask(harbour, question)
+    assert said.splitlines()[0].startswith("Probably: The answer is 820. I read 'bridge' as the class Bridge, "
+                                           "'length' as the property length, 'longest' as the largest length.")
+    assert "Gull Span" not in said
+
+
+def test_things_given_where_a_year_is_asked_are_no_answer(harbour: tuple[Path, Path]) -> None:
+    said = ask(harbour, "Which year saw the most launches?")
     assert said.startswith("I could not find an answer in this knowledge graph.")
-    assert why in said
     assert "Probably" not in said and "The answer is" not in said.splitlines()[0]
 
 

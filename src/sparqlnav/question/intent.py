@@ -46,8 +46,8 @@ SUPERLATIVES: dict[str, tuple[str, tuple[str, ...]]] = {
     "longest": ("DESC", ("length", "duration")),
     "shortest": ("ASC", ("length", "duration")),
     "tallest": ("DESC", ("height",)),
-    "oldest": ("ASC", ("birth", "inception", "date", "founded")),
-    "youngest": ("DESC", ("birth", "inception", "date")),
+    "oldest": ("ASC", ("birth", "inception", "date", "founded", "year", "age")),
+    "youngest": ("DESC", ("birth", "inception", "date", "year", "age")),
     "earliest": ("ASC", ("date", "time", "year")),
     "latest": ("DESC", ("date", "time", "year")),
     "newest": ("DESC", ("date", "time", "year", "inception")),
@@ -78,6 +78,7 @@ COMPARATORS: dict[str, str] = {
     "below": "<",
     "under": "<",
     "at most": "<=",
+    "exactly": "=",
 }
 # "discovered in 1898": a condition on the year of a date
 YEAR_WORDS: dict[str, str] = {
@@ -269,8 +270,32 @@ def _after_request(words: Sequence[str]) -> int | None:
 
 def _pair(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
     """"list the bands and their home cities", "what are the names and capacities of the venues": two things asked
-    for side by side at the head of a request, joined by "and"."""
-    return _joined_runs(words, "and")
+    for side by side at the head of a request, joined by "and"; or anywhere, a second column asked of the first
+    by "their"/"its": "the countries of Asia with their capitals", "Lena's orders and their dates", "which
+    languages …, and what are their codes"."""
+    joined = _joined_runs(words, "and")
+    if joined is not None:
+        return joined
+    for i, w in enumerate(words):
+        if w not in ("their", "its") or i == 0:
+            continue
+        before = words[max(0, i - 3):i]
+        if not before or (before[-1] not in ("with", "and") and tuple(before[-3:]) not in _ASKING_AGAIN):
+            continue
+        second, _ = _noun_run(words, i + 1)
+        if not second:
+            continue
+        start = _after_request(words)
+        first, _ = _noun_run(words, start) if start is not None else (frozenset(), 0)
+        focus = [j for j in range(min(3, len(words))) if words[j] in ("which", "what")]
+        if not first and focus:
+            first, _ = _noun_run(words, focus[0] + 1)
+        return (first, second) if first else None
+    return None
+
+
+# "…, and what are their codes": the second column asked again after a first question
+_ASKING_AGAIN = frozenset({("and", "what", "are"), ("and", "what", "is"), ("and", "what", "were"), ("and", "what", "was")})
 
 
 def _head_of(words: Sequence[str]) -> tuple[frozenset[int], frozenset[int]] | None:
@@ -345,6 +370,13 @@ def _aggregate(
     return None, frozenset()
 
 
+# English words ending in -est that are no superlative ("latest" is one, with its own entry in SUPERLATIVES)
+_NOT_SUPERLATIVE = frozenset("""
+    interest interests request forest contest suggest latest harvest harvests honest modest manifest invest digest
+    protest arrest inquest conquest earnest southwest northwest midwest tempest bequest behest
+    """.split())
+
+
 def _superlative(words: Sequence[str]) -> Superlative | None:
     limit = 1
     for i, w in enumerate(words):
@@ -372,7 +404,7 @@ def _superlative(words: Sequence[str]) -> Superlative | None:
         if w in SUPERLATIVES or (
             w.endswith("est")
             and len(w) > 5
-            and w not in ("interest", "request", "forest", "contest", "suggest", "latest")
+            and w not in _NOT_SUPERLATIVE
             and not is_stopword(w)
         ):
             spec: tuple[str, tuple[str, ...]] = SUPERLATIVES.get(w, ("DESC", (w[:-3],)))

@@ -154,6 +154,9 @@ def word_similarity(a: str, b: str) -> float:
         return 0.0
     if stem(x) == stem(y):
         return 0.95
+    # "-ed" takes a silent e with it: "cared" is "cares" ("care"), as "discovered" is "discovers"
+    if (x.endswith("ed") and stem(x) + "e" == stem(y)) or (y.endswith("ed") and stem(y) + "e" == stem(x)):
+        return 0.95
     if y in SYNONYMS.get(x, ()) or x in SYNONYMS.get(y, ()):
         return 0.85
     short, long_ = (x, y) if len(x) <= len(y) else (y, x)
@@ -169,7 +172,8 @@ def word_similarity(a: str, b: str) -> float:
         if prefix >= 5 and prefix >= 0.75 * len(short):
             return 0.85
         # "telephone"/"phone", but not a word a prefix turns into another ("undercommon", "nonprofit", "unsafe")
-        if long_.endswith(short) and len(short) >= 0.5 * len(long_) and long_[: -len(short)] not in MEANING_PREFIXES:
+        # ("city" is half of "capacity" and no form of it)
+        if long_.endswith(short) and len(short) > 0.5 * len(long_) and long_[: -len(short)] not in MEANING_PREFIXES:
             return 0.85
     if len(short) >= 5:
         ratio = fuzz.ratio(x, y) / 100

@@ -90,7 +90,10 @@ class Candidate:
         if self.form == "count":
             return f"SELECT (COUNT(DISTINCT ?a) AS ?count) WHERE {where}"
         if self.form == "aggregate":
-            return f"SELECT ({self.aggregate}(?v) AS ?value) WHERE {where}"
+            # each thing's value once: a join that repeats a thing (a member with three partners) must not weigh
+            # its value three times in an average or a total
+            inner = where.replace("\n", "\n  ")
+            return f"SELECT ({self.aggregate}(?v) AS ?value) WHERE {{\n  SELECT DISTINCT ?a ?v WHERE {inner}\n}}"
         if self.group_count:
             if self.show_count:
                 return (
@@ -601,7 +604,10 @@ class Candidates:
             ]
         if intent.answer == "boolean":
             mod = Part("modifier", "yes/no", frozenset(), 1.0)
-            out += [self.rescored(replace(c, form="ask", parts=(*c.parts, mod))) for c in sets[:40]]
+            # "Is Japan landlocked?" asks the value of a yes/no property, not whether it has one
+            true = f"!isLiteral(?a) || datatype(?a) != <{XSD}boolean> || ?a"
+            out += [self.rescored(replace(c, form="ask", parts=(*c.parts, mod), filters=(*c.filters, true)))
+                    for c in sets[:40]]
         sup = intent.superlative
         if sup and not sup.counting:
             out += self.attribute_modifiers(sets[:10], sup=sup)
@@ -708,7 +714,9 @@ class Candidates:
         for base in bases:
             if self.ctx.remaining() < 0.25 * self.ctx.budget_s:
                 break
-            variables = ["?a"] + (["?x"] if any("?x" in p for p in base.patterns) else [])
+            # ?x: the node before the answers; ?y: the thing whose attribute an extension answers ("the title of
+            # the oldest book" orders the books, not their titles)
+            variables = ["?a"] + [v for v in ("?x", "?y") if any(re.search(rf"\{v}\b", p) for p in base.patterns)]
             for var in variables if sup else ["?a"]:
                 wanted = [t for i, t in enumerate(self.ctx.tokens) if i not in base.positions]
                 attrs = self.attributes(base, var, [*wanted, *hint_tokens])
@@ -718,9 +726,19 @@ class Candidates:
                         hint = relation_match(names, hint_tokens, abbreviations=True)
                         own = relation_match(names, self.ctx.tokens, base.positions, abbreviations=True)
                         score = max(hint.score, own.score, UNNAMED_ORDER) - (0.05 * (len(preds) - 1))
+                        if len(preds) > 1 and not self.names_value(preds[-1], hint_tokens, base.positions) and \
+                                relation_match(self.ctx.names(preds[0]), hint_tokens, abbreviations=True).score < 0.5:
+                            # "borders the most countries" is no order by the neighbours' longitude: the hop is
+                            # named by the question, the value ordered by by nothing ("cheapest" names a price
+                            # node, whose amount is its value)
+                            score = UNNAMED_ORDER
+                        direction = sup.direction
+                        if "birth" in sup.hints and "age" in re.findall(r"[a-z]+", label.lower()):
+                            # "the oldest" is the earliest birth or date, but the greatest age
+                            direction = "DESC" if direction == "ASC" else "ASC"
                         mod = Part(
                             "modifier",
-                            f"{sup.direction} {label}",
+                            f"{direction} {label}",
                             sup.positions | own.positions,
                             score,
                         )
@@ -733,7 +751,7 @@ class Candidates:
                                     self.attribute_path(var, preds, "?v", "?m"),
                                 ),
                                 parts=(*base.parts, mod),
-                                order=sup.direction,
+                                order=direction,
                                 limit=sup.limit,
                             )
                         )
@@ -742,6 +760,12 @@ class Candidates:
         for c in out:
             c.prior = self.prior(c)
         return out
+
+    def names_value(self, pred: str, hints: Sequence[WordToken], used: frozenset[int]) -> bool:
+        """Whether a superlative's hints or the question's own words (beyond `used`) name the value property."""
+        names = tuple(self.ctx.names(pred))
+        return max(relation_match(names, hints, abbreviations=True).score,
+                   relation_match(names, self.ctx.tokens, used, abbreviations=True).score) >= 0.5
 
     def filtered(
         self,

@@ -37,6 +37,13 @@ _NAMING_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles"
                            "identifiers", "code", "codes"})
 
 
+_NAME_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles"})
+NAME_TYPO = 0.75  # a word beside a thing's mention this like one of its name's words is that word misspelt
+_KIND_WORDS = frozenset({"type", "types", "kind", "kinds", "class", "classes", "sort", "sorts", "category",
+                         "categories"})
+_KEY_WORDS = frozenset({"id", "ids", "identifier", "identifiers", "code", "codes", "key", "keys", "number",
+                        "numbers"})
+_KEY_NAME = re.compile(r"(^|[\s_-])(id|code|key)$")  # a relation named as a key column: "doctor_id", "ord id"
 _COUNT_WORDS = frozenset({"count", "number", "total", "amount"})  # words a COUNT answers
 
 
@@ -154,24 +161,28 @@ class Scorer:
         return 0.8 if iris or literals else 0.3
 
     def type_words(self, iris: Sequence[Term]) -> dict[str, set[str]]:
-        """The words of the type labels of some answers (one query, cached)."""
+        """The words of the labels of some answers' classes, and the head word of their superclasses' labels (one
+        query, cached): a Hardware item is a product too, but a city is no human for being a "human settlement"."""
         wanted = [t.value for t in iris if t.value not in self._types]
         if wanted:
             values = " ".join(f"<{i}>" for i in wanted)
+            typing, sub = f"<{self.ctx.type_pred}>", f"<{self.ctx.subclass_pred}>"
             rows = self.ctx.rows(
-                f"SELECT DISTINCT ?a ?t WHERE {{ VALUES ?a {{ {values} }} ?a <{self.ctx.type_pred}> ?t }} LIMIT 500"
+                f"SELECT DISTINCT ?a ?t ?up WHERE {{ VALUES ?a {{ {values} }} "
+                f"{{ ?a {typing} ?t }} UNION {{ ?a {typing}/{sub}+ ?t BIND(true AS ?up) }} }} LIMIT 500"
             )
-            types: dict[str, set[str]] = {i: set() for i in wanted}
+            types: dict[str, dict[str, bool]] = {i: {} for i in wanted}
             for r in rows:
                 if "a" in r and "t" in r:
-                    types.setdefault(r["a"].value, set()).add(r["t"].value)
+                    seen = types.setdefault(r["a"].value, {})
+                    seen[r["t"].value] = seen.get(r["t"].value, True) and "up" in r
             labels = self.ctx.kg.names.labels_of({t for ts in types.values() for t in ts})
             for iri, ts in types.items():
-                self._types[iri] = {
-                    w.lower()
-                    for t in ts
-                    for w in re.findall(r"[A-Za-z]+", labels.get(t) or humanise(local_name(t)))
-                }
+                found: set[str] = set()
+                for t, up in ts.items():
+                    named = [w.lower() for w in re.findall(r"[A-Za-z]+", labels.get(t) or humanise(local_name(t)))]
+                    found |= set(named[-1:] if up else named)
+                self._types[iri] = found
         return {t.value: self._types.get(t.value, set()) for t in iris}
 
     def type_fit(self, c: Candidate) -> float:
@@ -209,6 +220,34 @@ class Scorer:
             return 0.6 + 0.4 * share
         return c.fit
 
+    def focus_explained(self, c: Candidate) -> set[int]:
+        """The words after "which/what" that the answers' types explain: the noun they name and what follows it
+        ("which band played"), never a word before it ("which Scottish players": a condition the query may have
+        left out; "which carrier took order 3" answered with orders). All of them when the graph types none of the
+        answers (nothing to tell them apart by)."""
+        focus = set(self.ctx.intent.focus)
+        iris = [v for v in c.result.column("a") if v.kind == "uri"][:20] if c.result is not None else []
+        known = [ws for ws in self.type_words(iris).values() if ws] if iris else []
+        if not known:
+            return focus
+        words = {w for ws in known for w in ws}
+        person = bool(words & PERSON_WORDS)
+        named = [i for i in sorted(focus)
+                 if any(word_similarity(self.ctx.tokens[i].text, w) >= 0.85 for w in words)
+                 or (person and self.ctx.tokens[i].text.lower() in PERSON_WORDS)]
+        # the noun and what follows it ("which band *played*"), not the words before it ("which *Scottish* players")
+        return {i for i in focus if named and i >= named[0]}
+
+    def named_in_answers(self, c: Candidate, positions: set[int]) -> set[int]:
+        """The asked-for words every answer's own name says ("which units …" answered Unit 01, Unit 09)."""
+        iris = [v.value for v in c.result.column("a") if v.kind == "uri"][:20] if c.result is not None else []
+        labels = self.ctx.kg.names.labels_of(iris) if iris and c.form == "select" else {}
+        if not labels or len(labels) < len(iris):
+            return set()
+        names = [re.findall(r"[A-Za-z]+", label) for label in labels.values()]
+        return {i for i in positions
+                if all(any(word_similarity(self.ctx.tokens[i].text, w) >= 0.85 for w in name) for name in names)}
+
     def margin(self, best: Candidate, executed: Sequence[Candidate]) -> float:
         """How far the best query is ahead of the best one that gives a different answer."""
         others = [
@@ -228,7 +267,7 @@ class Scorer:
         explained = set(best.positions)
         if best.form == "select" and best.fit >= 0.99:
             # every answer is of the kind the question asks for ("which elements …"): the noun is explained
-            explained |= set(self.ctx.intent.focus)
+            explained |= self.focus_explained(best)
         if best.form == "count" or best.show_count:
             # "the number of …", "… in total": the count itself says them
             explained |= {i for i in self.ctx.content if words[i].lower in _COUNT_WORDS}
@@ -238,6 +277,15 @@ class Scorer:
             for i in self.ctx.content - explained
             if any(word_similarity(words[i].text, w) >= 0.85 for w in described)
         }
+        explained |= self.named_in_answers(best, set(self.ctx.intent.focus) - explained)
+        for p in best.parts:
+            # a thing's own name explains a word next to its mention (a misspelt "Hienrich" beside "Hoch"), no other
+            if p.kind != "entity" or not p.positions:
+                continue
+            name = re.findall(r"[A-Za-z]+", p.text)
+            explained |= {i for i in self.ctx.content - explained
+                          if min(abs(i - j) for j in p.positions) == 1
+                          and any(word_similarity(words[i].text, w) >= NAME_TYPO for w in name)}
         return QuestionCoverage(
             score=best.score,
             prior=best.prior,
@@ -250,7 +298,10 @@ class Scorer:
             form=best.form,
             unexplained=tuple(words[i].text for i in sorted(self.ctx.content - explained)),
             unmatched=tuple(words[i].text for i in sorted(self.ctx.content - explained - reachable)),
-            unsupported=self.unsupported(best),
+            # a number or code the question gives is a condition: left out, the query answers a wider question
+            unsupported=self.unsupported(best) + tuple(
+                f"a condition left out: {words[i].text}" for i in sorted(self.ctx.content - explained)
+                if any(ch.isdigit() for ch in words[i].text)),
             loose=self.loose(best),
             misread=self.misread(best),
         )
@@ -275,10 +326,21 @@ class Scorer:
                 partly = any(word_similarity(w, words[i]) >= 0.85 for w in named for i in asked)
                 if p.positions and p.positions <= asked and unsaid and partly:
                     out.append(f"a hop the question does not name: {p.text}")
+        focus = frozenset(self.ctx.intent.focus)
         for p in c.parts:
             if p.kind != "entity":
                 continue
             name = [w.lower() for w in re.findall(r"[A-Za-z]+", p.text)]
+            first, last = min(p.positions, default=0), max(p.positions, default=0)
+            between = [words[i] for i in range(first + 1, last) if i not in p.positions]
+            if any(not any(word_similarity(w, n) >= 0.85 for n in name) for w in between):
+                # a name is said in one piece: "provinces does China" is no "Province of China"
+                out.append(f"named by scattered words: {p.text}")
+            if p.positions & focus and not (
+                p.positions <= focus and any(q.startswith("?a ") and q.endswith(f" {p.term}") for q in c.patterns)
+            ):
+                # "which autonomous community …": the noun asked for is the answers' kind, not a thing to start from
+                out.append(f"the asked '{' '.join(words[i] for i in sorted(p.positions & focus))}' read as {p.text}")
             for i in p.positions:
                 # "Geier's" is Geier, "aquan-speaking" holds Aquan, "zombies" is zombie: only a word that is the
                 # start of a longer name word, and no form of one, is another word ("product" → Production).
@@ -297,9 +359,9 @@ class Scorer:
         a value given where a superlative asked for a thing ("the most expensive concert" → a price)."""
         intent = self.ctx.intent
         if c.form == "count":
-            return self.counted_values(c)
+            return self.counted_values(c) + self.counted_class(c)
         if c.form == "ask":
-            return self.text_for_link(c)
+            return self.text_for_link(c) + self.never_has(c)
         if c.form != "select" or c.result is None or c.show_count:
             return ()
         words = [t.text.lower() for t in self.ctx.tokens]
@@ -319,7 +381,8 @@ class Scorer:
 
         if intent.pair is not None:
             first, second = intent.pair
-            naming = next((s for s in (first, second) if {words[i] for i in s} <= _NAMING_WORDS), None)
+            # the things' labels are their names; their codes or ids are another column
+            naming = next((s for s in (first, second) if {words[i] for i in s} <= _NAME_WORDS), None)
             # "the bands and their names": the bands' labels are their names, so one column of things is whole
             if not (naming is not None and iris):
                 out.append(f"two things asked, one column given: {said(first)} and {said(second)}")
@@ -330,10 +393,34 @@ class Scorer:
                 out.append(f"the counted {said(counted)} given where a {said(intent.focus)} was asked")
         if sup is not None and sup.counting and not sup.common and c.group_count:
             out += self.counted_kind(c, max(sup.positions))
+        if c.group_count:
+            out += self.one_each(c)
         if intent.answer == "date" and values and not any(
             v.kind == "literal" and (v.datatype in DATE_TYPES or re.match(r"^\d{4}(-\d\d)?", v.value)) for v in values
         ):
             out.append("things given where a date or year was asked")  # "which year had the most …" → a concert
+        asked = {w for w in words}
+        if c.order and re.search(r"\?y\b", " ".join(c.patterns)) and intent.head_of is None \
+                and intent.answer not in ("number", "date"):
+            # "which is the largest landlocked country?" answered with its `landlocked` value: the top thing's
+            # attribute is an answer only to "the X of the …est Y"
+            out.append("a value of the top thing given where the thing was asked")
+        if values and any(re.search(rf"<{re.escape(self.ctx.type_pred)}>\s+\?a$", p) for p in c.patterns) \
+                and not asked & _KIND_WORDS:
+            out.append("classes given where no kind was asked")  # "who supervises X?" → the supervisor's class
+        keys = [p for p in c.parts if p.kind == "relation" and _KEY_NAME.search(p.text.lower())]
+        if keys and values and all(v.kind == "literal" for v in values) and not asked & _KEY_WORDS:
+            out.append(f"a key given: {keys[0].text}")  # "who is X's doctor?" → doctor_id 41
+        if intent.answer == "place" and iris and any(ws & PERSON_WORDS for ws in self.type_words(iris).values()):
+            out.append("people given where a place was asked")
+        focus = frozenset(intent.focus)
+        kinds = [e for e in self.ctx.linking.entities if e.kind == "class" and e.positions & focus and e.score >= 0.8]
+        if kinds and iris and intent.pair is None and not typed_as(focus):
+            # "which clubs were relegated" answered with seasons: the graph has a class the noun names, and the
+            # answers are typed as something else
+            given = sorted({w for ws in self.type_words(iris).values() for w in ws})[:3]
+            if given:
+                out.append(f"{' '.join(given)} given where {said(focus)} was asked")
         if intent.head_of is not None:
             head, owner = intent.head_of
             if not {words[i] for i in head} <= _NAMING_WORDS and typed_as(owner) and not typed_as(head):
@@ -357,6 +444,44 @@ class Scorer:
         if values and all(v.kind == "literal" and (_is_number(v) or v.datatype == XSD + "boolean") for v in values):
             named = next((p.text for p in c.parts if p.kind == "relation"), "an attribute")
             return (f"counted the values of {named} (numbers or yes/no), not things",)
+        return ()
+
+    def one_each(self, c: Candidate) -> tuple[str, ...]:
+        """A grouped count where no group counts more than one ("which ward has the most beds" counting each ward's
+        own id): the order says nothing and its top is any of them."""
+        rows = self.ctx.rows(f"SELECT (MAX(?n) AS ?most) WHERE {{ SELECT ?a (COUNT(DISTINCT ?x) AS ?n) WHERE "
+                             f"{{ {' . '.join(c.patterns)} }} GROUP BY ?a }}")
+        most = rows[0].get("most") if rows else None
+        if most is not None and most.value.strip() in ("0", "1"):
+            return ("every answer counted once: the most of nothing",)
+        return ()
+
+    def never_has(self, c: Candidate) -> tuple[str, ...]:
+        """A false yes/no whose subject has no value at all for the property asked about: "No" would say the
+        value is another one, but the graph says nothing there ("is the referee Elite?" on a match's property)."""
+        if c.result is None or c.result.boolean is not False or len(c.patterns) != 1:
+            return ()
+        m = re.match(r"^(<[^<>\s]+>)\s+(<[^<>\s]+>)\s+\S", c.patterns[0])
+        if m is None:
+            return ()
+        res = self.ctx.query(f"ASK {{ {m.group(1)} {m.group(2)} ?any }}")
+        if res is not None and res.table is not None and res.table.boolean is False:
+            return (f"{self.ctx.label(m.group(2)[1:-1])} never said of {self.ctx.label(m.group(1)[1:-1])}",)
+        return ()
+
+    def counted_class(self, c: Candidate) -> tuple[str, ...]:
+        """A count of things of another class than the one the question counts ("how many patients …" counting
+        visits): the graph has a class the counted noun names, and the counted things are typed otherwise."""
+        asked = self.asked_noun()
+        if not any(e.kind == "class" and e.positions & asked and e.score >= 0.8 for e in self.ctx.linking.entities):
+            return ()
+        rows = self.ctx.rows(f"SELECT DISTINCT ?a WHERE {{ {' . '.join(c.patterns)} }} LIMIT 20")
+        counted = [r["a"] for r in rows if "a" in r and r["a"].kind == "uri"]
+        known = [ws for ws in self.type_words(counted).values() if ws] if counted else []
+        words = [self.ctx.tokens[i].text.lower() for i in sorted(asked)]
+        if known and not all(any(word_similarity(q, w) >= 0.85 for q in words for w in ws) for ws in known):
+            kinds = sorted({w for ws in known for w in ws})[:3]
+            return (f"counted {' '.join(kinds)} where the question counts {' '.join(words)}",)
         return ()
 
     def text_for_link(self, c: Candidate) -> tuple[str, ...]:
@@ -463,7 +588,14 @@ class Scorer:
         they mean ("atomic mass" names a mass property; a phase property is described "at standard temperature
         and pressure")."""
         words: set[str] = set()
+        # a thing's own name explains no other word ("how many states does the United States have")
+        things = {p.term for p in c.parts if p.kind == "entity" and p.term}
         for iri in dict.fromkeys(re.findall(r"<([^<>\s]+)>", c.sparql())):
+            if f"<{iri}>" in things:
+                item = self.ctx.kg.names.item(iri) if isinstance(self.ctx.kg.names, LabelIndex) else None
+                description = item.description if item is not None else ""
+                words |= {w.lower() for w in re.findall(r"[A-Za-z]+", description or "") if len(w) > 2}
+                continue
             texts = list(self.ctx.names(iri))
             pid = self.ctx.wb.property_id(iri) if self.ctx.wb else None
             entity = self.ctx.wb.entity_iri(pid) if self.ctx.wb and pid else iri  # wdt:P515 is described as wd:P515

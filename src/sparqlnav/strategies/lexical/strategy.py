@@ -23,7 +23,7 @@ from sparqlnav.question.words import SYNONYMS, WordToken, content_positions, is_
 from sparqlnav.settings import LexicalSettings
 from sparqlnav.sparql.prefixes import declare_prefixes
 from sparqlnav.strategies.check import readable_query, weak_parts
-from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates
+from sparqlnav.strategies.lexical.candidates import MAX_CLASSES, Candidate, Candidates, Part
 from sparqlnav.strategies.lexical.context import BudgetedEndpoint, Context
 from sparqlnav.strategies.lexical.scoring import QuestionCoverage, Scorer
 from sparqlnav.tools.toolkit import Toolkit
@@ -36,6 +36,7 @@ QUERY_TIMEOUT_S = 2.0
 # Below this confidence an answer is said to be probable, not given as fact: the wrong answers lexical gave at its
 # default threshold had confidences from 0.35 to 0.91 (bench/results/lexical_calibration.md).
 PROBABLE_BELOW = 0.9
+TRUSTED_AMONG = 5  # how many of the best-scored candidates the checks choose among
 WEAK_LINK = 0.8  # an entity linked below this score (a fuzzy or partial name match) may not be the one meant (chosen)
 
 
@@ -224,8 +225,7 @@ class _Run:
                     for c in runners
                 ],
             )
-        found = self.scorer.evidence(best, self.executed, self.enumerated) if best is not None else None
-        confidence = self.scorer.confidence(best, self.executed, found)
+        best, found, confidence = self.most_trusted(best)
         evidence = found.to_json() if found is not None else {}
         if best is None or best.result is None or confidence < self.strategy.threshold:
             text = "I could not find an answer in this knowledge graph."
@@ -244,12 +244,14 @@ class _Run:
                     shape = f"{best.describe()}, scored {confidence:.2f}, below the threshold {self.strategy.threshold:.2f}"
                     # A guess of another kind than asked (a tower for its height) answers another question:
                     # never shown as "Probably".
+                    # An operation the query leaves undone (a condition, an ordering) answers a wider question, so
+                    # its guess is no reading of this one; a doubt about the answers' type is.
                     if found is not None and not (found.unexplained or found.unmatched or found.loose
-                                                  or found.misread):
+                                                  or found.misread or undone(found)):
                         # Every word of the question is in the query: only what it returns is in doubt, so the
-                        # guess itself is worth reading.
-                        text = (f"I could not find an answer I can trust in this knowledge graph.\nProbably: "
-                                f"{self.sentence(best)}\nNot trusted because {why} (found by {shape}).")
+                        # guess is said with how the question was read, never as "not found" (issue 36, item 4).
+                        text = (f"Probably: {self.sentence(best)} {self.reading(best)}\nNot sure: {why} "
+                                f"(found by {shape}).")
                     else:
                         text += f" The best guess ({shape}) is not trusted because {why}."
                 # kept aside, never as the answer: a caller (or a cascade) may show it or build on it
@@ -281,7 +283,8 @@ class _Run:
         if confidence < PROBABLE_BELOW:
             # No model read this answer: say how sure it is, and show the query (labels beside its identifiers) in
             # the words themselves, since a face may show only the words (`ask` without -v).
-            hedge = f"Probably: {sentence}\nFound by matching the question's words to the graph's names, with no model."
+            hedge = (f"Probably: {sentence} {self.reading(best)}\n"
+                     "Found by matching the question's words to the graph's names, with no model.")
             text = (f"{hedge} The query, to check how the question was read:\n"
                     f"{readable_query(self.display(best), self.ctx.kg)}")
             # A face that shows the query beside the words (the web UI, `ask -v`) shows the hedge alone.
@@ -309,6 +312,26 @@ class _Run:
             },
         )
 
+    def most_trusted(self, best: Candidate | None) -> tuple[Candidate | None, QuestionCoverage | None, float]:
+        """The best-scored candidate, unless its checks find it misreads the question ("the tallest tree" where its
+        height was asked) and one of the next few reads all of it without a fault: then that one."""
+        if best is None:
+            return None, None, 0.0
+        found = self.scorer.evidence(best, self.executed, self.enumerated)
+        confidence = self.scorer.confidence(best, self.executed, found)
+        if not (found.misread or undone(found)):
+            return best, found, confidence  # a doubt about its answers' type is no misreading
+        for c in self.executed[1:TRUSTED_AMONG]:
+            if self.ctx.remaining() <= 0.05:
+                break
+            other = self.scorer.evidence(c, self.executed, self.enumerated)
+            if other.misread or other.unsupported or other.unexplained or other.coverage < found.coverage:
+                continue
+            trusted = self.scorer.confidence(c, self.executed, other)
+            if trusted > confidence:
+                return c, other, trusted
+        return best, found, confidence
+
     def display(self, c: Candidate) -> str:
         """The query with the KG's prefixes applied."""
         text = c.sparql()
@@ -320,6 +343,11 @@ class _Run:
 
         body = re.sub(r"<([^<>\s]+)>", compact, text)
         return declare_prefixes(body, prefixes.mapping).query
+
+    def reading(self, c: Candidate) -> str:
+        """How the query reads the question, in words: "I read 'length' as the property length, 'bridge' as the
+        class Bridge, 'longest' as the largest length." (what a reader checks before trusting a guess)."""
+        return f"I read {read_parts(c.parts, [t.text for t in self.ctx.tokens])}."
 
     def sentence(self, c: Candidate) -> str:
         """The answer in words, from the result and its labels."""
@@ -350,6 +378,43 @@ class _Run:
             if more > 0
             else f"The answers are {listed}."
         )
+
+
+def undone(found: QuestionCoverage) -> list[str]:
+    """What the question asks the query to do and it does not (a condition, an ordering): the query answers a wider
+    question. A doubt about its answers' type ("no person among the answers") is not such a thing."""
+    return [u for u in found.unsupported if not u.startswith("answer type")]
+
+
+_ORDERS = {"DESC": "the largest", "ASC": "the smallest"}
+_AGGREGATES = {"AVG": "the average", "SUM": "the total", "MIN": "the smallest", "MAX": "the largest"}
+
+
+def read_parts(parts: Sequence[Part], words: Sequence[str]) -> str:
+    """The parts of a query as the question's words each was read as ("'bridge' as the class Bridge"); a part no
+    word names (a hop the question implies) is said as what links them."""
+    said: list[str] = []
+    for p in parts:
+        quoted = " ".join(words[i] for i in sorted(p.positions) if i < len(words))
+        if p.kind == "class":
+            what = f"the class {p.text}"
+        elif p.kind == "relation":
+            what = f"the property {p.text}"
+        elif p.kind == "literal":
+            what = f"the value '{p.text}'"
+        elif p.kind == "modifier":
+            head, _, rest = p.text.partition(" ")
+            what = (f"{_ORDERS[head]} {rest}" if head in _ORDERS and rest
+                    else f"{_AGGREGATES[head]} of {rest}" if head in _AGGREGATES and rest
+                    else p.text)
+        else:
+            what = p.text
+        if not quoted:
+            if p.kind == "relation":
+                said.append(f"linked by {p.text}")
+            continue
+        said.append(f"'{quoted}' as {what}")
+    return ", ".join(dict.fromkeys(said)) or "no word of the question in the query"
 
 
 def did_you_mean(best: Candidate, found: QuestionCoverage | None, words: Sequence[str] = ()) -> str | None:
