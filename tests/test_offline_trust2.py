@@ -7,7 +7,7 @@ Our own orchard graph (no label anywhere: names in class-named properties), lexi
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -33,7 +33,7 @@ ex:h4 a ex:Harvest ; ex:harvest "Fourth pick" ; ex:pickedBy ex:p2 ; ex:tree ex:t
 
 
 @pytest.fixture(scope="module")
-def orchard(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeGraph:
+def orchard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeGraph]:
     folder = tmp_path_factory.mktemp("orchard")
     (folder / "orchard.ttl").write_text(ORCHARD)
     settings = Settings.from_env({"SPARQLNAV_HOME": str(folder / "home")})

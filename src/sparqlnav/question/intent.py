@@ -371,10 +371,12 @@ def _aggregate(
 
 
 # English words ending in -est that are no superlative ("latest" is one, with its own entry in SUPERLATIVES)
-_NOT_SUPERLATIVE = frozenset("""
+_NOT_SUPERLATIVE = word_set(
+    """
     interest interests request forest contest suggest latest harvest harvests honest modest manifest invest digest
     protest arrest inquest conquest earnest southwest northwest midwest tempest bequest behest
-    """.split())
+    """
+)
 
 
 def _superlative(words: Sequence[str]) -> Superlative | None:
