@@ -303,8 +303,16 @@ class Scorer:
                 f"a condition left out: {words[i].text}" for i in sorted(self.ctx.content - explained)
                 if any(ch.isdigit() for ch in words[i].text)),
             loose=self.loose(best),
-            misread=self.misread(best),
+            misread=self.misread(best) + self.asked_unsaid(best, explained),
         )
+
+    def asked_unsaid(self, c: Candidate, explained: set[int]) -> tuple[str, ...]:
+        """The noun a which/what question asks for is nowhere in the query ("what grade is referee X" answered with
+        the matches X refereed): whatever it returns is of another kind."""
+        focus = set(self.ctx.intent.focus)
+        if c.form != "select" or not focus or focus & explained:
+            return ()
+        return (f"the asked '{' '.join(self.ctx.tokens[i].text for i in sorted(focus))}' is in no part of its query",)
 
     def misread(self, c: Candidate) -> tuple[str, ...]:
         """How the query reads the question's words as something they do not say: a hop of a longer path that only
@@ -326,13 +334,15 @@ class Scorer:
                 partly = any(word_similarity(w, words[i]) >= 0.85 for w in named for i in asked)
                 if p.positions and p.positions <= asked and unsaid and partly:
                     out.append(f"a hop the question does not name: {p.text}")
-        focus = frozenset(self.ctx.intent.focus)
+        # the noun a which/what question asks for (not "how many": "how many Harry Potter books" starts a name)
+        focus = self.asked_noun() if self.ctx.intent.answer != "count" else frozenset()
         for p in c.parts:
             if p.kind != "entity":
                 continue
             name = [w.lower() for w in re.findall(r"[A-Za-z]+", p.text)]
             first, last = min(p.positions, default=0), max(p.positions, default=0)
-            between = [words[i] for i in range(first + 1, last) if i not in p.positions]
+            # every word from the mention's first to its last is in the name ("states does the United States" is not)
+            between = [re.sub(r"['’]s$", "", words[i]) for i in range(first + 1, last)]
             if any(not any(word_similarity(w, n) >= 0.85 for n in name) for w in between):
                 # a name is said in one piece: "provinces does China" is no "Province of China"
                 out.append(f"named by scattered words: {p.text}")
@@ -415,7 +425,9 @@ class Scorer:
             out.append("people given where a place was asked")
         focus = frozenset(intent.focus)
         kinds = [e for e in self.ctx.linking.entities if e.kind == "class" and e.positions & focus and e.score >= 0.8]
-        if kinds and iris and intent.pair is None and not typed_as(focus):
+        # the class the noun's last word names ("which product *category*": categories, not products)
+        kind = max(kinds, key=lambda e: (max(e.positions), len(e.positions), e.score), default=None)
+        if kind is not None and iris and intent.pair is None and not typed_as(kind.positions & focus):
             # "which clubs were relegated" answered with seasons: the graph has a class the noun names, and the
             # answers are typed as something else
             given = sorted({w for ws in self.type_words(iris).values() for w in ws})[:3]
@@ -457,16 +469,24 @@ class Scorer:
         return ()
 
     def never_has(self, c: Candidate) -> tuple[str, ...]:
-        """A false yes/no whose subject has no value at all for the property asked about: "No" would say the
-        value is another one, but the graph says nothing there ("is the referee Elite?" on a match's property)."""
+        """A false yes/no whose subject has no value at all for the property asked about, or whose value that
+        property never holds for anything: "No" would say the value is another one, but the graph says nothing
+        there ("is the referee Elite?" on a match's property, or on the referee's code)."""
         if c.result is None or c.result.boolean is not False or len(c.patterns) != 1:
             return ()
-        m = re.match(r"^(<[^<>\s]+>)\s+(<[^<>\s]+>)\s+\S", c.patterns[0])
+        m = re.match(r"^(<[^<>\s]+>)\s+(<[^<>\s]+>)\s+(.+)$", c.patterns[0])
         if m is None:
             return ()
-        res = self.ctx.query(f"ASK {{ {m.group(1)} {m.group(2)} ?any }}")
+        subject, prop, value = m.groups()
+        res = self.ctx.query(f"ASK {{ {subject} {prop} ?any }}")
         if res is not None and res.table is not None and res.table.boolean is False:
-            return (f"{self.ctx.label(m.group(2)[1:-1])} never said of {self.ctx.label(m.group(1)[1:-1])}",)
+            return (f"{self.ctx.label(prop[1:-1])} never said of {self.ctx.label(subject[1:-1])}",)
+        if not value.startswith("?"):
+            # "is the referee Elite?" asked of the referee's code: no one's code is "Elite", so the value is another
+            # property's and "No" says nothing
+            res = self.ctx.query(f"ASK {{ ?s {prop} {value} }}")
+            if res is not None and res.table is not None and res.table.boolean is False:
+                return (f"no {self.ctx.label(prop[1:-1])} is {value}",)
         return ()
 
     def counted_class(self, c: Candidate) -> tuple[str, ...]:
@@ -475,6 +495,8 @@ class Scorer:
         asked = self.asked_noun()
         if not any(e.kind == "class" and e.positions & asked and e.score >= 0.8 for e in self.ctx.linking.entities):
             return ()
+        if any(p.kind == "class" and p.positions & asked for p in c.parts):
+            return ()  # the query itself types what it counts by the class the noun names
         rows = self.ctx.rows(f"SELECT DISTINCT ?a WHERE {{ {' . '.join(c.patterns)} }} LIMIT 20")
         counted = [r["a"] for r in rows if "a" in r and r["a"].kind == "uri"]
         known = [ws for ws in self.type_words(counted).values() if ws] if counted else []
@@ -527,6 +549,11 @@ class Scorer:
         for i in range(len(words) - 2):
             if (words[i], words[i + 1]) == ("how", "many") and not is_stopword(words[i + 2]):
                 return frozenset({i + 2})
+        sup = self.ctx.intent.superlative
+        if sup is not None and not sup.counting and words[:1] in (["what"], ["which"]):
+            # "what is the biggest *stadium*"
+            after = [i for i in range(max(sup.positions) + 1, len(words)) if not is_stopword(words[i])][:1]
+            return frozenset(after)
         return frozenset()
 
     def loose(self, c: Candidate) -> tuple[str, ...]:
