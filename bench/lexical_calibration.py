@@ -164,11 +164,12 @@ def collect(data: Path, home: Path, budget: float, graphs: Path | None = None,
         if fresh.exists():
             sets.append((questions_path.stem.upper(), f"sqlite:///{db}", fresh))
     # Graph styles built from registry data (bench/graphs/), each with a blind set (bench/datasets/styles/).
-    # A later blind set over the same graph is named after it with a number (countries2.json: the countries graph).
+    # A later blind set over the same graph is named after it with a number (countries2.json: the countries graph,
+    # set COUNTRIES-2).
     for questions_path in sorted(STYLES_DIR.glob("*.json")):
-        name = questions_path.stem.upper()
+        graph, number = re.fullmatch(r"(.*?)(\d*)", questions_path.stem).groups()  # type: ignore[union-attr]
+        name = graph.upper() + (f"-{number}" if number else "")
         if only is None or name in only:
-            graph = re.sub(r"\d+$", "", questions_path.stem)
             sets.append((name, style_graph(graph, graphs, home), questions_path))
     out: list[Record] = []
     for name, kg_spec, questions_path in sets:
@@ -301,8 +302,8 @@ def table(records: list[Record], default: float) -> str:
 
 
 def graph_of(dataset: str) -> str:
-    """The graph a question set is about: a held-out set belongs to its graph, as does a later set (COUNTRIES2)."""
-    return re.sub(r"\d+$", "", dataset.removeprefix("HO-"))
+    """The graph a question set is about: a held-out set belongs to its graph, as does a later set (COUNTRIES-2)."""
+    return re.sub(r"-\d+$", "", dataset.removeprefix("HO-"))
 
 
 def leave_one_graph_out(records: list[Record], default: float) -> list[str]:

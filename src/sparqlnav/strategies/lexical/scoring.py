@@ -161,8 +161,8 @@ class Scorer:
         return 0.8 if iris or literals else 0.3
 
     def type_words(self, iris: Sequence[Term]) -> dict[str, set[str]]:
-        """The words of the labels of some answers' classes, and the head word of their superclasses' labels (one
-        query, cached): a Hardware item is a product too, but a city is no human for being a "human settlement"."""
+        """The head words of the labels of some answers' classes and superclasses (one query, cached): a Hardware
+        item is a product too, a product category is no product, a city is no human for being a "human settlement"."""
         wanted = [t.value for t in iris if t.value not in self._types]
         if wanted:
             values = " ".join(f"<{i}>" for i in wanted)
@@ -181,7 +181,8 @@ class Scorer:
                 found: set[str] = set()
                 for t, up in ts.items():
                     named = [w.lower() for w in re.findall(r"[A-Za-z]+", labels.get(t) or humanise(local_name(t)))]
-                    found |= set(named[-1:] if up else named)
+                    # a compound class is a kind of its last word: a "product category" is a category, not a product
+                    found |= set(named[-1:] if up or len(named) > 1 else named)
                 self._types[iri] = found
         return {t.value: self._types.get(t.value, set()) for t in iris}
 
@@ -346,10 +347,14 @@ class Scorer:
             if any(not any(word_similarity(w, n) >= 0.85 for n in name) for w in between):
                 # a name is said in one piece: "provinces does China" is no "Province of China"
                 out.append(f"named by scattered words: {p.text}")
+            kind = p.positions <= focus and all(
+                any(word_similarity(words[i], n) >= 0.85 for i in p.positions) for n in name if not is_stopword(n))
             if p.positions & focus and not (
-                p.positions <= focus and any(q.startswith("?a ") and q.endswith(f" {p.term}") for q in c.patterns)
+                kind and any(q.startswith("?a ") and q.endswith(f" {p.term}") for q in c.patterns)
             ):
-                # "which autonomous community …": the noun asked for is the answers' kind, not a thing to start from
+                # "which autonomous community …", "the biggest stadium" (a club of Northwood Stadium): the noun asked
+                # for is the answers' kind, not a thing to start from; only a thing named by the noun alone (the
+                # concept "Province") may classify the answers
                 out.append(f"the asked '{' '.join(words[i] for i in sorted(p.positions & focus))}' read as {p.text}")
             for i in p.positions:
                 # "Geier's" is Geier, "aquan-speaking" holds Aquan, "zombies" is zombie: only a word that is the
@@ -432,7 +437,7 @@ class Scorer:
             # answers are typed as something else
             given = sorted({w for ws in self.type_words(iris).values() for w in ws})[:3]
             if given:
-                out.append(f"{' '.join(given)} given where {said(focus)} was asked")
+                out.append(f"{' '.join(given)} given where {said(kind.positions & focus)} was asked")
         if intent.head_of is not None:
             head, owner = intent.head_of
             if not {words[i] for i in head} <= _NAMING_WORDS and typed_as(owner) and not typed_as(head):
