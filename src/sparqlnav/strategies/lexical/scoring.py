@@ -396,10 +396,10 @@ class Scorer:
 
         if intent.pair is not None:
             first, second = intent.pair
-            # the things' labels are their names; their codes or ids are another column
-            naming = next((s for s in (first, second) if {words[i] for i in s} <= _NAME_WORDS), None)
-            # "the bands and their names": the bands' labels are their names, so one column of things is whole
-            if not (naming is not None and iris):
+            # "the bands and their names": the bands' labels are their names, so one column of things is whole; not
+            # "the name and density of …" (two attributes), nor "their codes" (another column than the names)
+            naming = {words[i] for i in second} <= _NAME_WORDS
+            if not (naming and iris):
                 out.append(f"two things asked, one column given: {said(first)} and {said(second)}")
         sup = intent.superlative
         if sup is not None and sup.counting and not sup.common and intent.focus:
