@@ -837,7 +837,7 @@ class Candidates:
             for direction in ("out", "in"):
                 pat = "?y ?p ?a" if direction == "out" else "?a ?p ?y"
                 for r in self.ctx.rows(
-                    f"SELECT ?p (COUNT(DISTINCT ?a) AS ?n) WHERE {{ {inner} . {pat} . "
+                    f"SELECT ?p (COUNT(DISTINCT ?a) AS ?n) (SAMPLE(?a) AS ?v) WHERE {{ {inner} . {pat} . "
                     f"FILTER(!isLiteral(?y) && ?a != ?y) }} GROUP BY ?p LIMIT 100"
                 ):
                     if "p" not in r or not self.ctx.usable_predicate(r["p"].value):
@@ -854,6 +854,12 @@ class Candidates:
                             parts=(*base.parts, rp),
                         )
                     )
+                    sample = r.get("v")
+                    if direction == "out" and sample is not None and sample.datatype == XSD + "boolean":
+                        # "the organic orchards": a yes/no property the question says of the things is a condition
+                        # on them, not a column of true and false
+                        out.append(replace(base, shape=f"yes/no {base.shape}",
+                                           patterns=(*base.patterns, f"?a <{rel.iri}> true"), parts=(*base.parts, rp)))
         for anchor in anchors:
             bases = [
                 c

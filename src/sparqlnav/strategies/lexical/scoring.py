@@ -426,6 +426,8 @@ class Scorer:
         keys = [p for p in c.parts if p.kind == "relation" and _KEY_NAME.search(p.text.lower())]
         if keys and values and all(v.kind == "literal" for v in values) and not asked & _KEY_WORDS:
             out.append(f"a key given: {keys[0].text}")  # "who is X's doctor?" → doctor_id 41
+        if intent.answer != "boolean" and values and all(v.datatype == XSD + "boolean" for v in values):
+            out.append("yes/no values given where no yes/no was asked")  # "the organic orchards" → true, false
         if intent.answer == "place" and iris and any(ws & PERSON_WORDS for ws in self.type_words(iris).values()):
             out.append("people given where a place was asked")
         focus = frozenset(intent.focus)
