@@ -154,6 +154,11 @@ def test_ask_returns_the_ask_json_object(settings: Settings, tiny: KnowledgeGrap
     assert body["extra"]["display"]["compact"][EX + "bob"] == "ex:bob"
     assert [e["seq"] for e in body["trace"]] == list(range(len(body["trace"])))
     assert body["usage"]["sparql_queries"] == sum(e["kind"] == "sparql" for e in body["trace"]) > 0
+    # Which query answered, said by the server (the web UI's Steps line shows it; it matched queries itself before)
+    ran = [e["data"]["query"] for e in body["trace"] if e["kind"] == "sparql"]
+    by = body["steps"]["answered_by"]
+    assert body["steps"]["sparql_queries"] == len(ran) and body["steps"]["sql_queries"] == 0
+    assert by["language"] == "SPARQL" and 1 <= by["number"] <= len(ran)
 
 
 def test_requests_are_checked_with_messages(settings: Settings, tiny: KnowledgeGraph) -> None:

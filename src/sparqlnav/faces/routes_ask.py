@@ -28,6 +28,7 @@ from sparqlnav.conversation import (
 from sparqlnav.faces.access import presented_token
 from sparqlnav.faces.limits import shown
 from sparqlnav.faces.service import Job, Service, json_response, one_line, run_failure
+from sparqlnav.faces.steps import steps_summary
 from sparqlnav.graph.kg import KGError
 from sparqlnav.strategies.machine import MachineShape
 from sparqlnav.trace import Event
@@ -92,9 +93,11 @@ def _conversation(service: Service, body: AskRequest, request: Request) -> tuple
 
 
 def answer_object(answer: Answer) -> dict[str, Any]:
-    """The `ask --json` object, with the conversation's id and the turn's number at the top when there is one (and
-    `conversation_note` when its oldest turns were dropped to keep it within its bounds)."""
+    """The `ask --json` object, with `steps` (how many queries ran, which one gave the answer), the conversation's id
+    and the turn's number at the top when there is one (and `conversation_note` when its oldest turns were dropped to
+    keep it within its bounds)."""
     data = answer.to_json()
+    data["steps"] = steps_summary(answer).to_json()  # the UI's Steps line says which query answered from this
     talk = answer.extra.get("conversation")
     if talk is not None:
         data["conversation"], data["turn"] = talk["id"], talk["turn"]

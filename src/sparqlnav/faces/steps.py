@@ -1,7 +1,8 @@
 """What a finished run's steps come to, for a summary line: the SPARQL and the SQL queries it ran, and which of
 them gave the answer (its number among the queries of its language, as the steps list them). A database answered
-in SQL runs no SPARQL: counting SPARQL queries alone said "0 queries · no query gave the answer". The web UI's
-Steps line says the same from the streamed events (faces/web/app.js, `stepsSummary`)."""
+in SQL runs no SPARQL: counting SPARQL queries alone said "0 queries · no query gave the answer". The CLI prints
+`text()`; the HTTP answer object carries `to_json()` as `steps`, from which the web UI's Steps line says the same
+(faces/web/app.js, `stepsSummary`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ class StepsSummary:
     sparql_queries: int
     sql_queries: int
     answered_by: tuple[str, int] | None  # ("SPARQL" | "SQL", its 1-based number among that language's queries)
+
+    def to_json(self) -> dict[str, object]:
+        """For the HTTP answer object: the counts and, when known, which query gave the answer."""
+        language, number = self.answered_by if self.answered_by is not None else (None, None)
+        return {"sparql_queries": self.sparql_queries, "sql_queries": self.sql_queries,
+                "answered_by": {"language": language, "number": number} if language is not None else None}
 
     def text(self) -> str:
         """`3 queries`, `9 SQL queries`, or both, then which one gave the answer: `answer from SQL query #9`."""

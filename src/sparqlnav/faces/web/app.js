@@ -438,7 +438,7 @@
   }
 
   /** What the steps of a finished run come to, in one line: what was linked, how many queries ran, and which
-      of them gave the answer (its number among the queries, as the steps show them). */
+      of them gave the answer (its number among the queries, as the steps show them; the server says which). */
   function stepsSummary(events, answer) {
     const linked = [];
     const queries = events.filter((e) => e.kind === "sparql");
@@ -465,18 +465,10 @@
     if (names.length) parts.push("linked " + names.slice(0, 4).join(", ") + (names.length > 4 ? " …" : ""));
     if (queries.length || !statements.length) parts.push(queries.length + (queries.length === 1 ? " query" : " queries"));
     if (statements.length) parts.push(statements.length + (statements.length === 1 ? " SQL query" : " SQL queries"));
-    let from = 0;
-    let fromSql = 0;
-    if (answer && answer.sql) {
-      // The last run of the answer's statement gave it (the SQL builder runs its draft again on `execute`).
-      const target = String(answer.sql).replace(/\s+/g, " ").trim();
-      statements.forEach((e, i) => {
-        if (String((e.data && e.data.query) || "").replace(/\s+/g, " ").trim() === target) fromSql = i + 1;
-      });
-    } else if (answer && answer.sparql) {
-      const target = squash(answer.sparql);
-      queries.forEach((e, i) => { if (squash(e.data && e.data.query) === target) from = i + 1; });
-    }
+    // Which query gave the answer is the server's to say (faces/steps.py, the answer's `steps`), as the CLI says it.
+    const by = answer && answer.steps && answer.steps.answered_by;
+    const from = by && by.language === "SPARQL" ? by.number : 0;
+    const fromSql = by && by.language === "SQL" ? by.number : 0;
     if (fromSql) parts.push("answer from SQL query #" + fromSql);
     else if (from) parts.push("answer from query #" + from);
     else if (answer && (answer.sparql || answer.sql)) parts.push("answer from a query not run in these steps");
