@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -35,6 +36,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from lexical_eval import demo_questions, run_dataset
 
@@ -132,13 +134,18 @@ def style_graph(name: str, graphs: Path | None, home: Path) -> Path:
     (bench/graphs/README.md says what to install)."""
     if graphs is not None and (graphs / f"{name}.ttl").exists():
         return graphs / f"{name}.ttl"
-    # bench/graphs/build.py by its path: bench/databases/build.py is the `build` imported above
+    built: Path = graph_builders().builder(name)(home / "graphs")
+    return built
+
+
+@functools.cache
+def graph_builders() -> ModuleType:
+    """bench/graphs/build.py, loaded once by its path: bench/databases/build.py is the `build` imported above."""
     spec = importlib.util.spec_from_file_location("graph_build", GRAPHS_DIR / "build.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    built: Path = module.builder(name)(home / "graphs")
-    return built
+    return module
 
 
 def collect(data: Path, home: Path, budget: float, graphs: Path | None = None,

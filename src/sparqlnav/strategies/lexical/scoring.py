@@ -33,11 +33,8 @@ LOOSE_FACTOR = 0.25  # per entity the question names by less than half of its na
 MISREAD_FACTOR = 0.1
 _NAMING = frozenset({"name", "label", "title", "id", "identifier", "code", "email", "pref label", "alt label"})
 _ASKED_AFTER = ("how many", "which", "what")
-_NAMING_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles", "id", "ids", "identifier",
-                           "identifiers", "code", "codes"})
-
-
-_NAME_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles"})
+_NAME_WORDS = frozenset({"name", "names", "label", "labels", "title", "titles"})  # what a thing's label is
+_NAMING_WORDS = _NAME_WORDS | {"id", "ids", "identifier", "identifiers", "code", "codes"}
 NAME_TYPO = 0.75  # a word beside a thing's mention this like one of its name's words is that word misspelt
 _KIND_WORDS = frozenset({"type", "types", "kind", "kinds", "class", "classes", "sort", "sorts", "category",
                          "categories"})
@@ -191,8 +188,7 @@ class Scorer:
         assert c.result is not None
         if c.form != "select":
             return c.fit
-        values = c.result.column("a")
-        iris = [v for v in values if v.kind == "uri"][:20]
+        iris = answer_iris(c)
         focus = [self.ctx.tokens[i].text for i in self.ctx.intent.focus]
         if self.ctx.intent.answer == "person":
             if not iris:
@@ -227,7 +223,7 @@ class Scorer:
         left out; "which carrier took order 3" answered with orders). All of them when the graph types none of the
         answers (nothing to tell them apart by)."""
         focus = set(self.ctx.intent.focus)
-        iris = [v for v in c.result.column("a") if v.kind == "uri"][:20] if c.result is not None else []
+        iris = answer_iris(c)
         known = [ws for ws in self.type_words(iris).values() if ws] if iris else []
         if not known:
             return focus
@@ -241,7 +237,7 @@ class Scorer:
 
     def named_in_answers(self, c: Candidate, positions: set[int]) -> set[int]:
         """The asked-for words every answer's own name says ("which units …" answered Unit 01, Unit 09)."""
-        iris = [v.value for v in c.result.column("a") if v.kind == "uri"][:20] if c.result is not None else []
+        iris = [v.value for v in answer_iris(c)]
         labels = self.ctx.kg.names.labels_of(iris) if iris and c.form == "select" else {}
         if not labels or len(labels) < len(iris):
             return set()
@@ -381,7 +377,7 @@ class Scorer:
             return ()
         words = [t.text.lower() for t in self.ctx.tokens]
         values = c.result.column("a")
-        iris = [v for v in values if v.kind == "uri"][:20]
+        iris = answer_iris(c)
         out: list[str] = []
 
         def said(positions: frozenset[int] | Sequence[int]) -> str:
@@ -414,7 +410,7 @@ class Scorer:
             v.kind == "literal" and (v.datatype in DATE_TYPES or re.match(r"^\d{4}(-\d\d)?", v.value)) for v in values
         ):
             out.append("things given where a date or year was asked")  # "which year had the most …" → a concert
-        asked = {w for w in words}
+        asked = set(words)
         if c.order and re.search(r"\?y\b", " ".join(c.patterns)) and intent.head_of is None \
                 and intent.answer not in ("number", "date"):
             # "which is the largest landlocked country?" answered with its `landlocked` value: the top thing's
@@ -659,6 +655,11 @@ class Scorer:
             raw *= LOOSE_FACTOR ** len(evidence.loose)
             raw *= MISREAD_FACTOR ** len(evidence.misread)
         return round(raw, 4)
+
+
+def answer_iris(c: Candidate, most: int = 20) -> list[Term]:
+    """The first things (IRIs) among a candidate's answers: what the type checks look at."""
+    return [v for v in c.result.column("a") if v.kind == "uri"][:most] if c.result is not None else []
 
 
 def _is_number(term: Term) -> bool:
